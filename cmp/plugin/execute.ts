@@ -1,0 +1,141 @@
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { status as Status } from '@grpc/grpc-js';
+import type { Ctx } from '../context.js';
+import { CmpError, wrap } from '../errors.js';
+import type { Options } from '../config/options.js';
+import { commandArgv, discoveryConfigured, type PluginConfig } from '../config/plugin-config.js';
+import { extractTgz } from '../tar/extract.js';
+import { commandEnv } from '../exec/env.js';
+import { runCommand } from '../exec/run-command.js';
+import { splitManifests } from '../split/split-manifests.js';
+import { announceParameters, parseDynamicParameters } from './parameters.js';
+import { discoverByPattern } from './discover.js';
+import { secureJoin } from './secure-join.js';
+import { RPC_TEXT, type PluginRequest, type PluginResult } from './request.js';
+
+/** What executing a request needs: the plugin, the options, and the env plugin commands inherit. */
+export interface Engine {
+  readonly config: PluginConfig;
+  readonly options: Options;
+  /** The sidecar/worker process env that every command inherits (Argo: os.Environ()). */
+  readonly baseEnv: NodeJS.ProcessEnv;
+}
+
+/**
+ * Run one request on a verified tarball, as argocd-cmp-server does after receiving it: a fresh
+ * work dir, extraction with the contract's rules, the RPC's steps, and removal of the work dir
+ * whatever happens. This is the one code path of both modes: the standalone proxy calls it
+ * in-process, the worker calls it for each job.
+ */
+export async function executeRequest(engine: Engine, req: PluginRequest, tgzPath: string, ctx: Ctx): Promise<PluginResult> {
+  const text = RPC_TEXT[req.kind];
+  const dir = path.join(engine.options.workRoot, randomUUID());
+  try {
+    await fs.mkdir(dir, { recursive: true, mode: 0o755 });
+  } catch (err) {
+    throw wrap(`${text.workdir}: error creating temp dir`, err);
+  }
+  try {
+    try {
+      await extractTgz(tgzPath, dir, {
+        preserveFileMode: engine.config.spec.preserveFileMode,
+        maxExtractedBytes: engine.options.limits.extractedBytes,
+        maxEntries: engine.options.limits.entries,
+      });
+    } catch (err) {
+      throw wrap(`${text.receive}: error decompressing tgz file`, err);
+    }
+    switch (req.kind) {
+      case 'generate':
+        return await generate(engine, req, dir, ctx);
+      case 'match':
+        return await match(engine, req, dir, ctx);
+      case 'parameters':
+        return await parameters(engine, req, dir, ctx);
+    }
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true, maxRetries: 3 });
+  }
+}
+
+/** GenerateManifest and GetParametersAnnouncement: a plain string-prefix bound check (§8). */
+function boundedAppPath(dir: string, appRelPath: string): string {
+  const appPath = path.join(dir, appRelPath);
+  if (!appPath.startsWith(dir)) throw new CmpError('illegal appPath: out of workDir bound');
+  return appPath;
+}
+
+function run(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx): Promise<Buffer> {
+  const { options } = engine;
+  return runCommand({
+    argv,
+    cwd,
+    env: commandEnv(engine.baseEnv, req.env),
+    ctx,
+    execTimeoutMs: options.execTimeoutMs,
+    fatalTimeoutMs: options.execFatalTimeoutMs,
+    maxOutputBytes: options.limits.outputBytes,
+    pathEnv: engine.baseEnv.PATH,
+  });
+}
+
+async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ctx): Promise<PluginResult> {
+  const appPath = boundedAppPath(dir, req.appRelPath);
+  const { spec } = engine.config;
+  let out: Buffer;
+  try {
+    if (spec.init.command.length > 0) await run(engine, commandArgv(spec.init), appPath, req, ctx);
+    out = await run(engine, commandArgv(spec.generate), appPath, req, ctx);
+  } catch (err) {
+    throw wrap('error generating manifests', err);
+  }
+  try {
+    return { kind: 'generate', manifests: splitManifests(out) };
+  } catch (err) {
+    throw wrap('error generating manifests', err);
+  }
+}
+
+async function match(engine: Engine, req: PluginRequest, dir: string, ctx: Ctx): Promise<PluginResult> {
+  const appPath = secureJoin(dir, req.appRelPath);
+  const { discover } = engine.config.spec;
+  if (discover.fileName !== '' || discover.find.glob !== '') {
+    return { kind: 'match', isSupported: await discoverByPattern(discover, appPath), isDiscoveryEnabled: true };
+  }
+  if (discover.find.command.length > 0) {
+    try {
+      const out = await run(engine, commandArgv(discover.find), appPath, req, ctx);
+      return { kind: 'match', isSupported: out.length > 0, isDiscoveryEnabled: true };
+    } catch (err) {
+      throw wrap('match repository error: error running find command', err);
+    }
+  }
+  return { kind: 'match', isSupported: false, isDiscoveryEnabled: discoveryConfigured(engine.config) };
+}
+
+async function parameters(engine: Engine, req: PluginRequest, dir: string, ctx: Ctx): Promise<PluginResult> {
+  const appPath = boundedAppPath(dir, req.appRelPath);
+  const { dynamic } = engine.config.spec.parameters;
+  if (dynamic.command.length === 0) {
+    return { kind: 'parameters', parameterAnnouncements: announceParameters(engine.config) };
+  }
+  let out: Buffer;
+  try {
+    out = await run(engine, commandArgv(dynamic), appPath, req, ctx);
+  } catch (err) {
+    throw wrap('get parameters announcement error: error executing dynamic parameter output command', err);
+  }
+  let dynamicParams;
+  try {
+    dynamicParams = parseDynamicParameters(out.toString('utf8'));
+  } catch (err) {
+    if (err instanceof CmpError && err.code === Status.INTERNAL) throw err;
+    throw wrap(
+      'get parameters announcement error: error unmarshaling dynamic parameter output into ParametersAnnouncementResponse',
+      err,
+    );
+  }
+  return { kind: 'parameters', parameterAnnouncements: announceParameters(engine.config, dynamicParams) };
+}

@@ -1,0 +1,37 @@
+import type { ParameterAnnouncement } from '../../proto/generated/reposerver/repository/repository.js';
+
+/** The three streaming RPCs, by what they do. */
+export type RpcKind = 'generate' | 'match' | 'parameters';
+
+export interface EnvEntry {
+  name: string;
+  value: string;
+}
+
+/** What a request asks of the plugin once its tarball is verified: the job contract's core. */
+export interface PluginRequest {
+  kind: RpcKind;
+  appRelPath: string;
+  env: EnvEntry[];
+}
+
+export type PluginResult =
+  | { kind: 'generate'; manifests: string[] }
+  | { kind: 'match'; isSupported: boolean; isDiscoveryEnabled: boolean }
+  | { kind: 'parameters'; parameterAnnouncements: ParameterAnnouncement[] };
+
+/** The wrapping texts of each RPC (cmp-contract §10, §12, §13). */
+export const RPC_TEXT: Record<RpcKind, { workdir: string; receive: string }> = {
+  generate: {
+    workdir: 'error creating workdir for manifest generation',
+    receive: 'generate manifest error receiving stream',
+  },
+  match: {
+    workdir: 'error creating workdir for repository matching',
+    receive: 'match repository error receiving stream',
+  },
+  parameters: {
+    workdir: 'error creating workdir for generating parameter announcements',
+    receive: 'parameters announcement error receiving stream',
+  },
+};

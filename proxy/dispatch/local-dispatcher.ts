@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { Ctx } from '../../cmp/context.js';
+import { wrap } from '../../cmp/errors.js';
+import { executeRequest, type Engine } from '../../cmp/plugin/execute.js';
+import type { PluginRequest, PluginResult, RpcKind } from '../../cmp/plugin/request.js';
+import { MemoryCache } from '../../cmp/cache/memory-cache.js';
+import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
+import { Coalescer } from './coalescer.js';
+import type { Dispatcher } from './dispatcher.js';
+import { Semaphore } from './semaphore.js';
+
+/** How Go words a command that could not start because the context was already done. */
+const NOT_STARTED_PREFIX: Record<RpcKind, string> = {
+  generate: 'error generating manifests',
+  match: 'match repository error: error running find command',
+  parameters: 'get parameters announcement error: error executing dynamic parameter output command',
+};
+
+/**
+ * Standalone mode: the executor runs in this process with bounded concurrency, identical
+ * requests in flight run once, and results live in a bounded in-memory LRU.
+ */
+export class LocalDispatcher implements Dispatcher {
+  readonly cache: MemoryCache;
+  readonly slots: Semaphore;
+  private readonly coalescer = new Coalescer<PluginResult>();
+
+  constructor(private readonly engine: Engine) {
+    const { cache, concurrency } = engine.options;
+    this.cache = new MemoryCache(cache.maxBytes, cache.ttlMs);
+    this.slots = new Semaphore(concurrency);
+  }
+
+  async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx): Promise<PluginResult> {
+    if (key === undefined) return this.execute(req, repo.tgzPath, ctx);
+    const hit = this.cache.get(key);
+    if (hit) return hit;
+    // The shared run may outlive the caller that started it, so it takes its own link to the
+    // tarball rather than borrowing the caller's request dir.
+    return this.coalescer.run(key, ctx, async runCtx => {
+      const own = path.join(this.engine.options.workRoot, `${randomUUID()}.tgz`);
+      await fs.link(repo.tgzPath, own);
+      try {
+        const result = await this.execute(req, own, runCtx);
+        this.cache.set(key, result);
+        return result;
+      } finally {
+        await fs.rm(own, { force: true });
+      }
+    });
+  }
+
+  private async execute(req: PluginRequest, tgzPath: string, ctx: Ctx): Promise<PluginResult> {
+    let release: () => void;
+    try {
+      release = await this.slots.acquire(ctx.signal);
+    } catch (err) {
+      throw wrap(NOT_STARTED_PREFIX[req.kind], err);
+    }
+    try {
+      return await executeRequest(this.engine, req, tgzPath, ctx);
+    } finally {
+      release();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.cache.clear();
+  }
+}

@@ -1,0 +1,61 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { ReflectionService } from '@grpc/reflection';
+import { discoveryConfigured } from '../cmp/config/plugin-config.js';
+import type { PluginResult } from '../cmp/plugin/request.js';
+import {
+  ConfigManagementPluginServiceService,
+  type CheckPluginConfigurationResponse,
+  type ManifestResponse,
+  type ParametersAnnouncementResponse,
+  type RepositoryResponse,
+} from '../proto/generated/cmpserver/plugin/plugin.js';
+import { addHealthService, HEALTH_PROTO_DIR } from './health.js';
+import { streamingRpc, type StreamingRpcDeps } from './rpc/streaming-rpc.js';
+
+/** proto/ at the repo root, from proxy/ in the sources or dist/proxy/ once compiled. */
+function protoDir(): string {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  return path.resolve(here, here.includes(`${path.sep}dist${path.sep}`) ? '../../proto' : '../proto');
+}
+
+/**
+ * Build the gRPC server argocd-cmp-server registers (cmp-contract §3.5): the CMP service,
+ * health and reflection (v1 and v1alpha), with Argo's message size limit both ways. No bind.
+ */
+export function buildGrpcServer(deps: StreamingRpcDeps): grpc.Server {
+  const max = deps.engine.options.maxMessageBytes;
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': max,
+    'grpc.max_send_message_length': max,
+  });
+  const config = deps.engine.config;
+  server.addService(ConfigManagementPluginServiceService, {
+    generateManifest: streamingRpc<ManifestResponse>(deps, 'generate', r => ({
+      manifests: (r as Extract<PluginResult, { kind: 'generate' }>).manifests,
+      sourceType: '',
+    })),
+    matchRepository: streamingRpc<RepositoryResponse>(deps, 'match', r => {
+      const m = r as Extract<PluginResult, { kind: 'match' }>;
+      return { isSupported: m.isSupported, isDiscoveryEnabled: m.isDiscoveryEnabled };
+    }),
+    getParametersAnnouncement: streamingRpc<ParametersAnnouncementResponse>(deps, 'parameters', r => ({
+      parameterAnnouncements: (r as Extract<PluginResult, { kind: 'parameters' }>).parameterAnnouncements,
+    })),
+    checkPluginConfiguration: (_call, cb: grpc.sendUnaryData<CheckPluginConfigurationResponse>) =>
+      cb(null, { isDiscoveryConfigured: discoveryConfigured(config), provideGitCreds: config.spec.provideGitCreds }),
+  });
+  const pkg = protoLoader.loadSync(['cmpserver/plugin/plugin.proto', 'health/v1/health.proto'], {
+    includeDirs: [protoDir(), HEALTH_PROTO_DIR],
+    keepCase: true,
+    longs: String,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  addHealthService(server, pkg);
+  new ReflectionService(pkg).addToServer(server);
+  return server;
+}

@@ -1,0 +1,162 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import { status as Status } from '@grpc/grpc-js';
+import type { Ctx } from '../../cmp/context.js';
+import { CmpError, messageOf, wrap } from '../../cmp/errors.js';
+import { TreeIndexer, type TreeIndex } from '../../cmp/tar/tree-index.js';
+import type { AppStreamRequest, ManifestRequestMetadata } from '../../proto/generated/cmpserver/plugin/plugin.js';
+
+/** The slice of a grpc-js client-streaming call that ingest reads from. */
+export interface RepoStream {
+  on(event: 'data', listener: (msg: AppStreamRequest) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+  removeAllListeners(): unknown;
+  pause(): unknown;
+  resume(): unknown;
+}
+
+export interface IngestOptions {
+  ctx: Ctx;
+  /** Where the raw tarball is spooled (mode 0600), inside the request's own work dir. */
+  tgzPath: string;
+  maxTarballBytes: number;
+  maxExtractedBytes: number;
+  maxEntries: number;
+}
+
+export interface IngestedRepo {
+  metadata: ManifestRequestMetadata;
+  tgzPath: string;
+  /** sha256 hex of the gzip bytes, verified equal to metadata.checksum. */
+  checksum: string;
+  size: number;
+  /** The tree as the tarball describes it, or undefined when it could not be indexed. */
+  index: TreeIndex | undefined;
+}
+
+/** Spool writes are batched: the repo-server's default chunk is 1 KiB. */
+const SPOOL_BATCH_BYTES = 256 * 1024;
+
+/**
+ * Receive one repo stream (cmp-contract §5): metadata first, then file chunks until the client
+ * half-closes. While reading: sha256 of the bytes, spooling to disk, and the streaming tree index
+ * (gunzip + tar parse). Memory stays bounded: the call is paused while the spool file drains.
+ *
+ * Our deliberate difference (architecture §2.2): when an error is detected while receiving, the
+ * rest of the stream is read and discarded (up to the tarball limit) and the error is reported
+ * only after the client half-closes, so the repo-server sees the real status instead of EOF.
+ * Errors carry the texts of Argo's ReceiveRepoStream; the RPC prefix is added by the caller.
+ */
+export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Promise<IngestedRepo> {
+  return new Promise((resolve, reject) => {
+    let metadata: ManifestRequestMetadata | undefined;
+    let failure: CmpError | undefined;
+    let settled = false;
+    let received = 0;
+    const hash = createHash('sha256');
+    let indexer: TreeIndexer | undefined;
+    let spool: fs.WriteStream | undefined;
+    let batch: Buffer[] = [];
+    let batchBytes = 0;
+
+    const finish = (err: CmpError | undefined, value?: IngestedRepo) => {
+      if (settled) return;
+      settled = true;
+      stream.removeAllListeners();
+      opts.ctx.signal.removeEventListener('abort', onAbort);
+      // Keep an 'error' listener: a late stream error must not crash the process.
+      stream.on('error', () => {});
+      if (err) {
+        spool?.destroy();
+        void indexer?.end().catch(() => {});
+        reject(err);
+      } else resolve(value!);
+    };
+
+    /** Record the first error; keep draining unless it must be answered at once. */
+    const fail = (err: CmpError, now = false) => {
+      failure ??= err;
+      spool?.destroy();
+      spool = undefined;
+      if (now) finish(failure);
+    };
+
+    const flush = () => {
+      if (batchBytes === 0 || !spool) return;
+      const buf = batch.length === 1 ? batch[0]! : Buffer.concat(batch, batchBytes);
+      batch = [];
+      batchBytes = 0;
+      if (!spool.write(buf)) {
+        stream.pause();
+        spool.once('drain', () => stream.resume());
+      }
+    };
+
+    const onAbort = () => {
+      const reason = opts.ctx.signal.reason as CmpError;
+      fail(wrap('error receiving tgz file: stream context error', reason), true);
+    };
+    opts.ctx.signal.addEventListener('abort', onAbort, { once: true });
+
+    stream.on('data', (msg: AppStreamRequest) => {
+      if (failure) {
+        received += msg.file?.chunk.length ?? 0;
+        if (received > opts.maxTarballBytes) finish(failure);
+        return;
+      }
+      if (!metadata) {
+        if (!msg.metadata) return fail(new CmpError('error getting stream metadata: metadata is nil'));
+        metadata = msg.metadata;
+        indexer = new TreeIndexer({ maxExtractedBytes: opts.maxExtractedBytes, maxEntries: opts.maxEntries });
+        spool = fs.createWriteStream(opts.tgzPath, { mode: 0o600, highWaterMark: 4 * SPOOL_BATCH_BYTES });
+        spool.on('error', err => fail(new CmpError(`error receiving tgz file: error writing tgz file: ${messageOf(err)}`), true));
+        return;
+      }
+      if (!msg.file) return fail(new CmpError('error receiving tgz file: stream request file is nil'));
+      const chunk = Buffer.from(msg.file.chunk.buffer, msg.file.chunk.byteOffset, msg.file.chunk.byteLength);
+      received += chunk.length;
+      if (received > opts.maxTarballBytes) {
+        return fail(
+          new CmpError(
+            `error receiving tgz file: tarball exceeds the limit of ${opts.maxTarballBytes} bytes (CMP_OFFLOAD_MAX_TARBALL_BYTES)`,
+            Status.RESOURCE_EXHAUSTED,
+          ),
+          true,
+        );
+      }
+      hash.update(chunk);
+      indexer!.write(chunk);
+      batch.push(chunk);
+      batchBytes += chunk.length;
+      if (batchBytes >= SPOOL_BATCH_BYTES) flush();
+    });
+
+    stream.on('error', err => fail(new CmpError(`error receiving tgz file: stream Recv error: ${messageOf(err)}`), true));
+
+    stream.on('end', () => {
+      if (failure) return finish(failure);
+      if (!metadata) return finish(new CmpError('error receiving stream header: EOF'));
+      flush();
+      const checksum = hash.digest('hex');
+      const done = spool!;
+      done.end(() => {
+        if (settled) return;
+        if (checksum !== metadata!.checksum) {
+          return finish(new CmpError('error receiving tgz file: file checksum validation error'));
+        }
+        indexer!.end().then(
+          index => finish(undefined, { metadata: metadata!, tgzPath: opts.tgzPath, checksum, size: received, index }),
+          (err: unknown) => {
+            // Limits are known from the index already: answer now instead of shipping the
+            // tarball to a worker. Other tar errors get their exact text from extraction.
+            if (err instanceof CmpError && err.code === Status.RESOURCE_EXHAUSTED) {
+              return finish(wrap('error decompressing tgz file', err));
+            }
+            finish(undefined, { metadata: metadata!, tgzPath: opts.tgzPath, checksum, size: received, index: undefined });
+          },
+        );
+      });
+    });
+  });
+}

@@ -1,0 +1,119 @@
+import fs from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import * as grpc from '@grpc/grpc-js';
+import { compileOptions, DEFAULT_CONFIG_DIR, type Options } from '../cmp/config/options.js';
+import { discoveryConfigured, pluginSpecDigest, readPluginConfig, socketFileName } from '../cmp/config/plugin-config.js';
+import { terminateAll } from '../cmp/exec/process-groups.js';
+import { createLogger } from '../cmp/log.js';
+import type { Engine } from '../cmp/plugin/execute.js';
+import type { Dispatcher } from './dispatch/dispatcher.js';
+import { LocalDispatcher } from './dispatch/local-dispatcher.js';
+import { buildGrpcServer } from './grpc-server.js';
+
+/**
+ * `cmp-offload proxy`: the composition root. Starts like argocd-cmp-server (cmp-contract §1.3):
+ * read and validate plugin.yaml, remove a stale socket, listen, reset the work root, serve.
+ * Returns the process exit code once the server has shut down.
+ */
+export async function runProxy(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      'config-dir-path': { type: 'string', default: DEFAULT_CONFIG_DIR },
+      loglevel: { type: 'string' },
+      logformat: { type: 'string' },
+    },
+    strict: true,
+  });
+  const env = { ...process.env };
+  if (values.loglevel) env.ARGOCD_CMP_SERVER_LOGLEVEL = values.loglevel;
+  if (values.logformat) env.ARGOCD_CMP_SERVER_LOGFORMAT = values.logformat;
+  const log = createLogger(env, 'cmp-offload-proxy');
+
+  let options: Options;
+  let engine: Engine;
+  try {
+    options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, '') });
+    const config = await readPluginConfig(options.configDirPath);
+    engine = { config, options, baseEnv: process.env };
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    return 1;
+  }
+  const pluginFile = socketFileName(engine.config);
+  const socketPath = `${options.socketDir}/${pluginFile}`;
+  if (!discoveryConfigured(engine.config)) {
+    log.info('No discovery configuration is defined for plugin %s. To use this plugin, specify "spec.source.plugin.name" in the Application.', engine.config.metadata.name);
+  }
+
+  const dispatcher: Dispatcher = new LocalDispatcher(engine);
+  const inflight = new Set<Promise<unknown>>();
+  const server = buildGrpcServer({
+    engine,
+    pluginName: pluginFile.replace(/\.sock$/, ''),
+    specDigest: pluginSpecDigest(engine.config),
+    dispatcher,
+    inflight,
+  });
+
+  await fs.rm(socketPath, { force: true }).catch(() => {});
+  try {
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix://${socketPath}`, grpc.ServerCredentials.createInsecure(), err => (err ? reject(err) : resolve())),
+    );
+  } catch (err) {
+    process.stderr.write(`failed to listen on ${socketPath}: ${(err as Error).message}\n`);
+    return 1;
+  }
+  try {
+    await resetWorkRoot(options.workRoot);
+  } catch (err) {
+    process.stderr.write(`error initializing plugin service: ${(err as Error).message}\n`);
+    await fs.rm(socketPath, { force: true });
+    server.forceShutdown();
+    return 1;
+  }
+  log.info({ socket: socketPath, mode: 'standalone', concurrency: options.concurrency }, 'serving');
+
+  await new Promise<void>(resolve => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      log.info({ signal, inflight: inflight.size }, 'shutting down');
+      resolve();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+
+  // Stop accepting (the repo-server dials the socket path afresh for every use), let in-flight
+  // requests finish within the grace period, then force the rest and kill what they left.
+  await fs.rm(socketPath, { force: true }).catch(() => {});
+  const graceful = new Promise<void>(resolve => server.tryShutdown(() => resolve()));
+  const grace = new Promise<'timeout'>(resolve => setTimeout(() => resolve('timeout'), options.shutdownGraceMs).unref());
+  if ((await Promise.race([graceful.then(() => 'done' as const), grace])) === 'timeout') {
+    log.warn({ inflight: inflight.size }, 'grace period over, cancelling in-flight requests');
+    server.forceShutdown();
+  }
+  await terminateAll(5_000);
+  await Promise.allSettled([...inflight]);
+  await dispatcher.close();
+  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(() => {});
+  log.info('stopped');
+  log.flush();
+  return 0;
+}
+
+/** Argo wipes `_cmp_server` at start and recreates it 0700 (cmp-contract §1.3 step 6). */
+async function resetWorkRoot(workRoot: string): Promise<void> {
+  try {
+    await fs.rm(workRoot, { recursive: true, force: true });
+  } catch (err) {
+    throw new Error(`error removing workdir ${JSON.stringify(workRoot)}: ${(err as Error).message}`);
+  }
+  try {
+    await fs.mkdir(workRoot, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw new Error(`error creating workdir ${JSON.stringify(workRoot)}: ${(err as Error).message}`);
+  }
+}

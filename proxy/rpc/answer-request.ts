@@ -1,0 +1,54 @@
+import path from 'node:path';
+import type { Ctx } from '../../cmp/context.js';
+import { cacheKey } from '../../cmp/cache/cache-key.js';
+import type { Engine } from '../../cmp/plugin/execute.js';
+import { discoverByPattern } from '../../cmp/plugin/discover.js';
+import type { PluginRequest, PluginResult, RpcKind } from '../../cmp/plugin/request.js';
+import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
+
+export interface AnswerDeps {
+  engine: Engine;
+  /** Plugin name as Applications see it (socket name without `.sock`). */
+  pluginName: string;
+  specDigest: string;
+  dispatcher: Dispatcher;
+}
+
+/**
+ * After ingest: answer MatchRepository's pattern rules from the tree index when the tree is
+ * plain enough to need no extraction, otherwise compute the cache key and dispatch.
+ * `requestDir` is the request's own work dir: index-answered patterns are rooted there, so
+ * error texts name the same absolute paths an extraction would.
+ */
+export async function answerRequest(
+  deps: AnswerDeps,
+  kind: RpcKind,
+  repo: IngestedRepo,
+  requestDir: string,
+  ctx: Ctx,
+): Promise<PluginResult> {
+  const req: PluginRequest = { kind, appRelPath: repo.metadata.appRelPath, env: repo.metadata.env };
+  const { discover } = deps.engine.config.spec;
+  if (kind === 'match' && repo.index?.simple && (discover.fileName !== '' || discover.find.glob !== '')) {
+    // Without symlinks, securejoin reduces to a join with `..` clamped at the root.
+    const appPath = path.join(requestDir, path.posix.normalize(`/${req.appRelPath}`));
+    const isSupported = await discoverByPattern(discover, appPath, repo.index.globFs(requestDir));
+    return { kind, isSupported, isDiscoveryEnabled: true };
+  }
+  const { cache } = deps.engine.options;
+  const key =
+    cache.enabled && repo.index
+      ? cacheKey({
+          plugin: deps.pluginName,
+          specDigest: deps.specDigest,
+          salt: cache.salt,
+          kind,
+          appRelPath: req.appRelPath,
+          env: req.env,
+          ignoreEnv: cache.ignoreEnv,
+          contentDigest: repo.index.contentDigest(deps.engine.config.spec.preserveFileMode),
+        })
+      : undefined;
+  return deps.dispatcher.dispatch(req, repo, key, ctx);
+}

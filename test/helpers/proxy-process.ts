@@ -1,0 +1,75 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { BIN } from './paths.js';
+
+export interface ProxyProcess {
+  proc: ChildProcess;
+  base: string;
+  socketPath: string;
+  workRoot: string;
+  /** Everything the process wrote to stderr so far. */
+  stderr(): string;
+  /** SIGTERM and wait for the exit code (SIGKILL after `timeoutMs`). */
+  stop(timeoutMs?: number): Promise<number | null>;
+}
+
+export interface StartOptions {
+  /** plugin.yaml text. */
+  pluginYaml: string;
+  /** Socket file name the plugin.yaml implies (e.g. `my-plugin.sock`). */
+  socketName: string;
+  env?: Record<string, string>;
+  /** Extra files for the config dir. */
+  files?: Record<string, string>;
+}
+
+/** Start `bin/cmp-offload proxy` on a temp socket like a sidecar would, and wait until it listens. */
+export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-e2e-'));
+  const configDir = path.join(base, 'config');
+  const socketDir = path.join(base, 'plugins');
+  const workDir = path.join(base, 'work');
+  for (const d of [configDir, socketDir, workDir]) fs.mkdirSync(d);
+  fs.writeFileSync(path.join(configDir, 'plugin.yaml'), opts.pluginYaml);
+  for (const [name, text] of Object.entries(opts.files ?? {})) fs.writeFileSync(path.join(configDir, name), text);
+  const socketPath = path.join(socketDir, opts.socketName);
+  const proc = spawn(process.execPath, [BIN, 'proxy', '--config-dir-path', configDir], {
+    env: {
+      ...process.env,
+      ARGOCD_PLUGINSOCKFILEPATH: socketDir,
+      ARGOCD_CMP_WORKDIR: workDir,
+      ARGOCD_CMP_SERVER_LOGLEVEL: 'warn',
+      ...opts.env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>(resolve => proc.once('exit', code => resolve(code)));
+  const deadline = Date.now() + 15_000;
+  while (!fs.existsSync(socketPath)) {
+    if (proc.exitCode !== null || Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      fs.rmSync(base, { recursive: true, force: true });
+      throw new Error(`proxy did not start (exit ${proc.exitCode}): ${stderr}`);
+    }
+    await new Promise(r => setTimeout(r, 20));
+  }
+  return {
+    proc,
+    base,
+    socketPath,
+    workRoot: path.join(workDir, '_cmp_server'),
+    stderr: () => stderr,
+    async stop(timeoutMs = 15_000) {
+      if (proc.exitCode === null) proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+      const code = await exited;
+      clearTimeout(timer);
+      fs.rmSync(base, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
