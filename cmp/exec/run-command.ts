@@ -1,0 +1,258 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, closeSync, constants as fsConstants, openSync, readSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { status as Status } from '@grpc/grpc-js';
+import { ctxErr, type Ctx } from '../context.js';
+import { CmpError } from '../errors.js';
+import { formatGoDuration } from '../config/go-duration.js';
+import { spawnEnv } from './env.js';
+import { formatArgs, goQuote } from './go-quote.js';
+import { forkExecText, goTrimSpace, processStateText } from './go-exec-errors.js';
+import { groupAlive, reapGroup, signalGroup, track, untrack } from './process-groups.js';
+
+export interface RunOptions {
+  argv: string[];
+  cwd: string;
+  /** `NAME=VALUE` list from `commandEnv` (raw: de-duplicated and NUL-checked at start). */
+  env: string[];
+  ctx: Ctx;
+  /** ARGOCD_EXEC_TIMEOUT: SIGTERM to the group after this long; <= 0 disables it. */
+  execTimeoutMs: number;
+  /** ARGOCD_EXEC_FATAL_TIMEOUT: SIGKILL to the group this long after that SIGTERM (<= 0: at once). */
+  fatalTimeoutMs: number;
+  /** Stdout beyond this fails the command (memory bound). */
+  maxOutputBytes: number;
+  /** The server's PATH used to look up argv[0] (default: this process's PATH). */
+  pathEnv?: string;
+  onSpawn?(pid: number): void;
+}
+
+/** Argo (v2.9+) gives a command's process group this long between SIGTERM and SIGKILL. */
+export const GROUP_CLEANUP_MS = 5_000;
+/** Stderr is only used for error messages: keep this much of its start and of its end. */
+const STDERR_KEEP_HALF = 32 * 1024;
+
+/**
+ * Run one plugin command as argocd-cmp-server's runCommand does (cmp-contract §9) and return its
+ * stdout minus one trailing newline. Errors before the process runs are Go's raw start errors;
+ * a failed run is a CmdError `` `<args>` failed <cause>[: <stderr>]``. On top of Argo, the
+ * command runs under ARGOCD_EXEC_TIMEOUT/ARGOCD_EXEC_FATAL_TIMEOUT (architecture §2.1) and its
+ * stdout is bounded by `maxOutputBytes`.
+ */
+export async function runCommand(opts: RunOptions): Promise<Buffer> {
+  const { argv, cwd, ctx } = opts;
+  if (argv.length === 0) throw new CmpError('Command is empty');
+  const name = argv[0]!;
+  // Go's exec.Cmd.Start order: lookup error, then ctx, then env, then the fork itself.
+  const file = lookPath(name, opts.pathEnv ?? process.env.PATH ?? '');
+  const done = ctxErr(ctx);
+  if (done) throw done;
+  const env = spawnEnv(opts.env);
+  checkExecFormat(file, cwd);
+
+  let child: ChildProcess;
+  try {
+    child = spawn(file, argv.slice(1), { argv0: name, cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  } catch (err) {
+    throw new CmpError(startErrorText(file, err));
+  }
+  return await supervise(child, file, opts);
+}
+
+/** Wait for exit and both pipes closing, enforcing the deadline, the timeouts and the limits. */
+function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise<Buffer> {
+  const { argv, ctx, execTimeoutMs, maxOutputBytes } = opts;
+  const fatalTimeoutMs = Math.max(0, opts.fatalTimeoutMs);
+  return new Promise<Buffer>((resolve, reject) => {
+    child.once('error', (err) => {
+      // Only a failed spawn leaves no pid; later errors (a failed kill) change nothing.
+      if (child.pid === undefined) reject(new CmpError(startErrorText(file, err)));
+    });
+    const pgid = child.pid;
+    if (pgid === undefined) return;
+    track(pgid);
+    opts.onSpawn?.(pgid);
+
+    const stdout: Buffer[] = [];
+    let stdoutBytes = 0;
+    const stderr = new HeadTail(STDERR_KEEP_HALF);
+    let overflow = false;
+    let timedOut = false;
+    let fatal = false;
+    let ctxKilled = false;
+    const timers: NodeJS.Timeout[] = [];
+
+    // Pipes held open by a process that escaped the group must not keep us waiting forever.
+    const dropPipes = () => {
+      child.stdout!.destroy();
+      child.stderr!.destroy();
+    };
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (overflow) return;
+      stdoutBytes += chunk.length;
+      if (stdoutBytes > maxOutputBytes) {
+        overflow = true;
+        stdout.length = 0;
+        signalGroup(pgid, 'SIGKILL');
+        dropPipes();
+        return;
+      }
+      stdout.push(chunk);
+    });
+    child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
+
+    // Argo: exec.CommandContext SIGKILLs the main process while the plugin's goroutine sends
+    // SIGTERM to the group and SIGKILL 5 s later — both at once, so either signal may win.
+    const onAbort = () => {
+      ctxKilled = true;
+      child.kill('SIGKILL');
+      void reapGroup(pgid, GROUP_CLEANUP_MS);
+      timers.push(setTimeout(dropPipes, GROUP_CLEANUP_MS + 1_000));
+    };
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+
+    if (execTimeoutMs > 0) {
+      timers.push(
+        setTimeout(() => {
+          if (ctxKilled) return;
+          timedOut = true;
+          signalGroup(pgid, 'SIGTERM');
+          timers.push(
+            setTimeout(() => {
+              fatal = true;
+              signalGroup(pgid, 'SIGKILL');
+              dropPipes();
+            }, fatalTimeoutMs),
+          );
+        }, execTimeoutMs),
+      );
+    }
+
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
+      for (const t of timers) clearTimeout(t);
+      ctx.signal.removeEventListener('abort', onAbort);
+      // Daemons left in the group get what Argo sends them at RPC end: SIGTERM, SIGKILL 5 s later.
+      if (!ctxKilled) {
+        if (groupAlive(pgid)) void reapGroup(pgid, GROUP_CLEANUP_MS);
+        else untrack(pgid);
+      }
+      const args = formatArgs(argv);
+      if (overflow) {
+        reject(
+          new CmpError(
+            `plugin output exceeds the limit of ${maxOutputBytes} bytes (CMP_OFFLOAD_MAX_OUTPUT_BYTES)`,
+            Status.RESOURCE_EXHAUSTED,
+          ),
+        );
+      } else if (fatal) {
+        reject(new CmpError(`\`${args}\` failed fatal timeout after ${formatGoDuration(execTimeoutMs + fatalTimeoutMs)}`));
+      } else if (timedOut) {
+        reject(new CmpError(`\`${args}\` failed timeout after ${formatGoDuration(execTimeoutMs)}`));
+      } else if (code !== 0 || ctxKilled) {
+        // Go (1.20+) reports ctx.Err() when the kill was delivered but the process still exited 0.
+        const cause = code !== 0 ? processStateText(code, signal) : ctxErr(ctx)!.message;
+        const trimmed = goTrimSpace(stderr.text());
+        reject(new CmpError(`\`${args}\` failed ${cause}${trimmed === '' ? '' : `: ${trimmed}`}`));
+      } else {
+        const out = Buffer.concat(stdout, stdoutBytes);
+        resolve(out.at(-1) === 0x0a ? out.subarray(0, -1) : out);
+      }
+    });
+  });
+}
+
+/**
+ * Go's exec.LookPath, against the server's PATH: names with a `/` are used as given (relative
+ * to the command's cwd); others are searched, an empty PATH element meaning `.`.
+ */
+function lookPath(name: string, pathEnv: string): string {
+  if (name === '') throw new CmpError('exec: no command');
+  if (name.includes('/')) return name;
+  for (const entry of pathEnv === '' ? [] : pathEnv.split(':')) {
+    const candidate = path.join(entry === '' ? '.' : entry, name);
+    if (!isExecutable(candidate)) continue;
+    if (!path.isAbsolute(candidate)) {
+      throw new CmpError(`exec: ${goQuote(name)}: cannot run executable found relative to current directory`);
+    }
+    return candidate;
+  }
+  throw new CmpError(`exec: ${goQuote(name)}: executable file not found in $PATH`);
+}
+
+/** Go's findExecutable: exists, is not a directory, passes access(X_OK). */
+function isExecutable(file: string): boolean {
+  try {
+    if (statSync(file).isDirectory()) return false;
+    accessSync(file, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * libuv's execvp runs a script without `#!` through /bin/sh, whereas Go's execve fails with
+ * ENOEXEC: refuse an executable regular file that is neither `#!` nor ELF, as Argo would.
+ * Anything we cannot read is left to the spawn to report.
+ */
+function checkExecFormat(file: string, cwd: string): void {
+  const full = path.resolve(cwd, file);
+  let fd: number | undefined;
+  const head = Buffer.alloc(4);
+  let n: number;
+  try {
+    const st = statSync(full);
+    if (!st.isFile() || (st.mode & 0o111) === 0) return;
+    fd = openSync(full, 'r');
+    n = readSync(fd, head, 0, 4, 0);
+  } catch {
+    return;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  const magic = head.subarray(0, n);
+  if (magic.subarray(0, 2).toString('latin1') === '#!' || magic.toString('latin1') === '\x7fELF') return;
+  throw new CmpError(`fork/exec ${file}: exec format error`);
+}
+
+function startErrorText(file: string, err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  // Node's own argument checks (a NUL in argv or cwd) have no errno; Go's syscall says EINVAL.
+  if (typeof e.errno !== 'number') return `fork/exec ${file}: invalid argument`;
+  return forkExecText(file, e);
+}
+
+/** Keeps the first and last `half` bytes of a stream, counting what was dropped between. */
+class HeadTail {
+  private readonly head: Buffer[] = [];
+  private headBytes = 0;
+  private tail: Buffer[] = [];
+  private tailBytes = 0;
+  private total = 0;
+
+  constructor(private readonly half: number) {}
+
+  push(chunk: Buffer): void {
+    this.total += chunk.length;
+    if (this.headBytes < this.half) {
+      const take = chunk.subarray(0, this.half - this.headBytes);
+      this.head.push(take);
+      this.headBytes += take.length;
+      chunk = chunk.subarray(take.length);
+    }
+    if (chunk.length === 0) return;
+    this.tail.push(chunk);
+    this.tailBytes += chunk.length;
+    while (this.tailBytes - this.tail[0]!.length >= this.half) this.tailBytes -= this.tail.shift()!.length;
+  }
+
+  /** The whole text when nothing was dropped (decoded in one piece, so UTF-8 stays intact). */
+  text(): string {
+    const head = Buffer.concat(this.head, this.headBytes);
+    const tailAll = Buffer.concat(this.tail, this.tailBytes);
+    const tail = tailAll.subarray(Math.max(0, tailAll.length - this.half));
+    const omitted = this.total - head.length - tail.length;
+    if (omitted === 0) return Buffer.concat([head, tail]).toString('utf8');
+    return `${head.toString('utf8')}\n... [${omitted} bytes of stderr omitted] ...\n${tail.toString('utf8')}`;
+  }
+}
