@@ -1,0 +1,37 @@
+import path from 'node:path';
+import { credentials } from '@grpc/grpc-js';
+import { ConfigManagementPluginServiceClient } from '../../proto/generated/cmpserver/plugin/plugin.js';
+
+const MiB = 1024 * 1024;
+const INT32_MAX = 2 ** 31 - 1;
+
+/**
+ * ARGOCD_GRPC_MAX_SIZE_MB as Argo's env.ParseNumFromEnv reads it (default 100, range 0..MaxInt32,
+ * anything unparsable or out of range ⇒ the default), in bytes. grpc-js takes a signed 32-bit
+ * length, so larger values are clamped (cmp-contract §3.3: the client applies the same limit).
+ */
+export function grpcMaxMessageBytes(env: Record<string, string | undefined>): number {
+  const raw = env.ARGOCD_GRPC_MAX_SIZE_MB;
+  const n = raw !== undefined && /^[+-]?\d+$/.test(raw) ? Number(raw) : NaN;
+  const mb = Number.isSafeInteger(n) && n >= 0 && n <= INT32_MAX ? n : 100;
+  return Math.min(mb * MiB, INT32_MAX);
+}
+
+export interface ConnectOptions {
+  /** Max size of one message, both directions (default: 100 MiB). */
+  maxMessageBytes?: number;
+}
+
+/**
+ * A plugin-service client on a unix socket, configured like the repo-server's: plain text,
+ * per-message size limits, keepalive pings every 20 s only while a call is active (§3.4).
+ */
+export function connectPlugin(socketPath: string, options: ConnectOptions = {}): ConfigManagementPluginServiceClient {
+  const max = options.maxMessageBytes ?? 100 * MiB;
+  return new ConfigManagementPluginServiceClient(`unix:${path.resolve(socketPath)}`, credentials.createInsecure(), {
+    'grpc.max_receive_message_length': max,
+    'grpc.max_send_message_length': max,
+    'grpc.keepalive_time_ms': 20_000,
+    'grpc.keepalive_permit_without_calls': 0,
+  });
+}
