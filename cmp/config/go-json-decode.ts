@@ -162,34 +162,18 @@ function grownCap(oldCap: number, newLen: number, elem: GoType): number {
   return Math.floor(rounded / size);
 }
 
-/** Go's foldName: ASCII upper-cased, other runes mapped through ToUpper(ToLower(r)) (simple case mapping). */
+/**
+ * Go's foldName for matching against ASCII field names: ASCII letters upper-cased, and the two
+ * non-ASCII runes whose simple case-fold orbit holds an ASCII letter (KELVIN SIGN ~ K, LONG S ~ S)
+ * folded to it. Every other rune folds to a non-ASCII rune in Go, so it is kept as is: it can never
+ * match an ASCII name either way (note U+0130/U+0131 have no simple folding and do not match I).
+ */
 export function goFoldName(s: string): string {
-  let out = '';
-  for (const ch of s) {
-    const c = ch.codePointAt(0)!;
-    if (c < 0x80) {
-      out += c >= 0x61 && c <= 0x7a ? String.fromCharCode(c - 32) : ch;
-      continue;
-    }
-    // JS applies full (multi-rune) mappings; Go's unicode.To* are simple ones. U+0130 is the only
-    // rune whose full lower-case mapping differs from its simple one in length.
-    const lower = c === 0x130 ? 'i' : singleRune(ch.toLowerCase()) ?? ch;
-    out += singleRune(lower.toUpperCase()) ?? lower;
-  }
-  return out;
-}
-
-function singleRune(s: string): string | undefined {
-  return [...s].length === 1 ? s : undefined;
+  return s.replace(/[a-z\u212a\u017f]/g, (ch) => (ch === '\u212a' ? 'K' : ch === '\u017f' ? 'S' : ch.toUpperCase()));
 }
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 const PHASE_PANIC = 'JSON decoder out of sync - data changing underfoot?';
-
-interface SliceBacking {
-  /** The whole backing array: the visible slice is its prefix, the rest is stale capacity. */
-  store: unknown[];
-}
 
 /** Decodes one JSON text already known to be valid; positions are UTF-16 indexes into it. */
 class Decoder {
@@ -197,7 +181,8 @@ class Decoder {
   private pos = 0;
   private structName: string | null = null;
   private readonly fieldStack: string[] = [];
-  private readonly backings = new WeakMap<unknown[], SliceBacking>();
+  /** Each decoded slice's whole backing array: the slice is its prefix, the rest stale capacity. */
+  private readonly backings = new WeakMap<unknown[], unknown[]>();
   private readonly foldedFields = new WeakMap<GoStruct, Map<string, GoField>>();
 
   constructor(private readonly text: string) {}
@@ -285,7 +270,7 @@ class Decoder {
       return target;
     }
     const visible = target as unknown[];
-    let store = this.backings.get(visible)?.store ?? [...visible];
+    let store = this.backings.get(visible) ?? [...visible];
     let len = visible.length;
     let i = 0;
     this.pos++; // [
@@ -308,7 +293,7 @@ class Decoder {
     if (i < len) len = i;
     if (i === 0) store = [];
     const result = store.slice(0, len);
-    this.backings.set(result, { store });
+    this.backings.set(result, store);
     return result;
   }
 
@@ -378,7 +363,12 @@ class Decoder {
 
   private readNumber(): string {
     const start = this.pos;
-    while (/[-+.eE0-9]/.test(this.text[this.pos] ?? '')) this.pos++;
+    for (;;) {
+      const c = this.text.charCodeAt(this.pos);
+      const numeric = (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2b || c === 0x2e || c === 0x65 || c === 0x45;
+      if (!numeric) break;
+      this.pos++;
+    }
     return this.text.slice(start, this.pos);
   }
 

@@ -69,13 +69,13 @@ test('keys match exactly or case-insensitively, unknown keys are skipped whateve
   assert.deepEqual(v, { find: { command: [], args: ['a'], glob: 'g' }, items: [], count: '0', limit: null, untagged: 'u' });
 });
 
-test('case folding follows Go: the Kelvin sign folds to k, long s to S, dotless i to I', () => {
+test('case folding follows Go: the Kelvin sign folds to K and long s to S, dotted and dotless i stay apart', () => {
   assert.equal(goFoldName('\u212Aind'), 'KIND');
   assert.equal(goFoldName('\u017Fpec'), 'SPEC');
-  assert.equal(goFoldName('\u0131nit'), 'INIT');
-  assert.equal(goFoldName('\u0130nit'), 'INIT');
-  assert.equal(goFoldName('stra\u00DFe'), 'STRA\u00DFE');
-  assert.deepEqual((decode('{"f\u0131nd":{"glob":"x"}}') as { find: unknown }).find, { ...zeroFind, glob: 'x' });
+  assert.equal(goFoldName('\u0131nit'), '\u0131NIT');
+  assert.equal(goFoldName('\u0130nit'), '\u0130NIT');
+  assert.deepEqual((decode('{"\u017Fubdir":1,"gLob":"no","f\u0131nd":{"glob":"x"}}') as { find: unknown }).find, zeroFind);
+  assert.deepEqual((decode('{"ITEM\u017F":[{"name":"n"}]}') as { items: unknown }).items, [{ ...zeroItem, name: 'n' }]);
 });
 
 test('a repeated key decodes again into the same value: scalars take the last, structs merge', () => {
