@@ -71,7 +71,6 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
     const pgid = child.pid;
     if (pgid === undefined) return;
     track(pgid);
-    opts.onSpawn?.(pgid);
 
     const stdout: Buffer[] = [];
     let stdoutBytes = 0;
@@ -79,6 +78,9 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
     let overflow = false;
     let timedOut = false;
     let fatal = false;
+    let exited = false;
+    // The ctx fired: the group is being reaped; `ctxKilled` if the main process was still running.
+    let ctxDone = false;
     let ctxKilled = false;
     const timers: NodeJS.Timeout[] = [];
 
@@ -103,18 +105,22 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
 
     // Argo: exec.CommandContext SIGKILLs the main process while the plugin's goroutine sends
     // SIGTERM to the group and SIGKILL 5 s later — both at once, so either signal may win.
+    // Once the main process has exited, Go's Wait no longer looks at ctx: killing the group just
+    // closes the pipes, and the exit status stands.
     const onAbort = () => {
-      ctxKilled = true;
-      child.kill('SIGKILL');
+      ctxDone = true;
+      ctxKilled = !exited;
+      if (ctxKilled) child.kill('SIGKILL');
       void reapGroup(pgid, GROUP_CLEANUP_MS);
       timers.push(setTimeout(dropPipes, GROUP_CLEANUP_MS + 1_000));
     };
     ctx.signal.addEventListener('abort', onAbort, { once: true });
+    child.once('exit', () => (exited = true));
 
     if (execTimeoutMs > 0) {
       timers.push(
         setTimeout(() => {
-          if (ctxKilled) return;
+          if (ctxDone) return;
           timedOut = true;
           signalGroup(pgid, 'SIGTERM');
           timers.push(
@@ -132,7 +138,7 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
       for (const t of timers) clearTimeout(t);
       ctx.signal.removeEventListener('abort', onAbort);
       // Daemons left in the group get what Argo sends them at RPC end: SIGTERM, SIGKILL 5 s later.
-      if (!ctxKilled) {
+      if (!ctxDone) {
         if (groupAlive(pgid)) void reapGroup(pgid, GROUP_CLEANUP_MS);
         else untrack(pgid);
       }
@@ -158,6 +164,8 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
         resolve(out.at(-1) === 0x0a ? out.subarray(0, -1) : out);
       }
     });
+    // Last, so that a throwing callback cannot leave the process unsupervised.
+    opts.onSpawn?.(pgid);
   });
 }
 

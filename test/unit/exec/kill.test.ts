@@ -29,6 +29,15 @@ test('the deadline kills a running command: CmdError with the signal, code UNKNO
   ctx.dispose();
 });
 
+test('a deadline after the main process exited only ends the wait for its pipes: the exit status stands', async () => {
+  const ctx = contextWithDeadline(Date.now() + 600);
+  const started = Date.now();
+  const out = await run(['sh', '-c', 'echo out; sleep 30 &'], { ctx });
+  assert.equal(out.toString(), 'out');
+  assert.ok(Date.now() - started < 3_000, `took ${Date.now() - started} ms`);
+  ctx.dispose();
+});
+
 test('children get SIGTERM at the deadline and may still clean up', async () => {
   const dir = tmpDir();
   const marker = path.join(dir, 'cleaned');

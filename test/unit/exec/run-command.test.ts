@@ -134,6 +134,11 @@ test('the child sees the request env over the server env, with empty values and 
   assert.equal(out.toString(), 'PATH=/usr/bin:/bin\nKEEP=1\nMODE=request\nEMPTY=\nA=B=C');
 });
 
+test('an env too big for execve fails at start with the Go errno text', async () => {
+  const err = await rejection(run(['sh', '-c', 'true'], { env: [`BIG=${'x'.repeat(200_000)}`], pathEnv: path.dirname(SH) }));
+  assert.equal(err.message, `fork/exec ${SH}: argument list too long`);
+});
+
 test('PWD is passed as given, not updated to the cwd', async () => {
   const dir = tmpDir();
   const out = await run(['printenv', 'PWD'], { cwd: dir, env: ['PWD=/server/cwd'] });
