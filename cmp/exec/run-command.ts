@@ -24,6 +24,7 @@ export interface RunOptions {
   maxOutputBytes: number;
   /** The server's PATH used to look up argv[0] (default: this process's PATH). */
   pathEnv?: string;
+  /** Called with the pid (which is also the pgid) once the process runs. */
   onSpawn?(pid: number): void;
 }
 

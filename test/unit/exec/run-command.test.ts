@@ -59,6 +59,8 @@ test('argv[0] is looked up in the server PATH, not in the PATH of the request en
   const err = await rejection(run(['my-tool'], { pathEnv: '/usr/bin:/bin', env: [`PATH=${dir}`] }));
   assert.equal(err.message, 'exec: "my-tool": executable file not found in $PATH');
   assert.equal(err.code, Status.UNKNOWN);
+  const quoted = await rejection(run(['my"tool\t'], { pathEnv: dir }));
+  assert.equal(quoted.message, 'exec: "my\\"tool\\t": executable file not found in $PATH');
 });
 
 test('the PATH lookup skips directories and files without the x bit', async () => {
