@@ -1,0 +1,107 @@
+// Go `json.Marshal` of the generic values sigs.k8s.io/yaml hands it: compact, map keys sorted by
+// byte-wise (UTF-8) order, HTML-safe escaping, Go float64 formatting, NaN/Inf rejected.
+import { GoFloat, type GoMap, type GoValue } from './go-values.js';
+
+const NEEDS_ESCAPE = /["\\\u0000-\u001f<>&\u2028\u2029]/;
+const HEX = '0123456789abcdef';
+
+/** Go json string encoding with `escapeHTML` on (what json.Marshal uses). */
+export function goJsonQuote(s: string): string {
+  if (!NEEDS_ESCAPE.test(s)) return '"' + s + '"';
+  let out = '"';
+  let from = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    let esc: string | undefined;
+    if (c < 0x20) {
+      if (c === 0x0a) esc = '\\n';
+      else if (c === 0x0d) esc = '\\r';
+      else if (c === 0x09) esc = '\\t';
+      // Go >= 1.22 uses the short forms for \b and \f too.
+      else if (c === 0x08) esc = '\\b';
+      else if (c === 0x0c) esc = '\\f';
+      else esc = '\\u00' + HEX[c >> 4]! + HEX[c & 15]!;
+    } else if (c === 0x22) esc = '\\"';
+    else if (c === 0x5c) esc = '\\\\';
+    else if (c === 0x3c) esc = '\\u003c';
+    else if (c === 0x3e) esc = '\\u003e';
+    else if (c === 0x26) esc = '\\u0026';
+    else if (c === 0x2028) esc = '\\u2028';
+    else if (c === 0x2029) esc = '\\u2029';
+    if (esc !== undefined) {
+      out += s.slice(from, i) + esc;
+      from = i + 1;
+    }
+  }
+  return out + s.slice(from) + '"';
+}
+
+/** Go's float64 JSON encoding: shortest round-trip digits, `e` form outside [1e-6, 1e21), `-0` kept. */
+export function formatGoJsonFloat(f: number): string {
+  if (!Number.isFinite(f)) {
+    throw new Error(`json: unsupported value: ${Number.isNaN(f) ? 'NaN' : f > 0 ? '+Inf' : '-Inf'}`);
+  }
+  // ECMAScript Number#toString picks the same digits and the same thresholds as Go; only -0 differs.
+  if (f === 0 && Object.is(f, -0)) return '-0';
+  return String(f);
+}
+
+const SURROGATE = /[\ud800-\udfff]/;
+
+/** strings.Compare order: UTF-16 order except that astral characters (surrogates) sort after U+E000..U+FFFF. */
+function compareUtf8(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    let x = a.charCodeAt(i);
+    let y = b.charCodeAt(i);
+    if (x !== y) {
+      if (x >= 0xd800 && y >= 0xd800) {
+        x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
+        y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
+      }
+      return x - y;
+    }
+  }
+  return a.length - b.length;
+}
+
+function sortedKeys(m: GoMap): string[] {
+  const keys = [...m.keys()] as string[];
+  keys.sort();
+  for (const k of keys) {
+    if (SURROGATE.test(k)) {
+      keys.sort(compareUtf8);
+      break;
+    }
+  }
+  return keys;
+}
+
+function encode(v: GoValue): string {
+  if (typeof v === 'string') return goJsonQuote(v);
+  if (typeof v === 'number' || typeof v === 'bigint') return v.toString();
+  if (v === null) return 'null';
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  if (v instanceof GoFloat) return formatGoJsonFloat(v.value);
+  if (Array.isArray(v)) {
+    let out = '[';
+    for (let i = 0; i < v.length; i++) out += (i === 0 ? '' : ',') + encode(v[i]!);
+    return out + ']';
+  }
+  let out = '{';
+  let first = true;
+  for (const k of sortedKeys(v)) {
+    out += (first ? '' : ',') + goJsonQuote(k) + ':' + encode(v.get(k)!);
+    first = false;
+  }
+  return out + '}';
+}
+
+/**
+ * json.Marshal of a value whose map keys are all strings (sigs.k8s.io/yaml converted them before).
+ * Throws `json: unsupported value: NaN|+Inf|-Inf` like Go.
+ */
+export function goJsonMarshal(v: GoValue): string {
+  return encode(v);
+}
+

@@ -1,0 +1,190 @@
+// Argo CD's `kube.SplitYAMLToString`: apimachinery's YAMLOrJSONDecoder(reader, 4096) decoding
+// RawExtensions until EOF (cmp-contract §11).
+import { scanJsonValue } from './go-json-scanner.js';
+import { yamlTextToJson } from './yaml-to-json.js';
+import { readYamlText } from './yaml-reader-check.js';
+
+const SNIFF_BYTES = 4096;
+const PREFIX = 'failed to unmarshal manifest: ';
+const NL_DASHES = Buffer.from('\n---');
+
+/** Decodes one UTF-8 rune at `i` like Go's utf8.DecodeRune: [rune, size], rune -1 when invalid. */
+function decodeRune(buf: Uint8Array, i: number, end: number): [number, number] {
+  const b = buf[i]!;
+  if (b < 0x80) return [b, 1];
+  const width = b >= 0xf0 && b <= 0xf4 ? 4 : b >= 0xe0 ? (b <= 0xef ? 3 : -1) : b >= 0xc2 ? 2 : -1;
+  if (width < 0 || i + width > end) return [-1, 1];
+  let v = width === 2 ? b & 0x1f : width === 3 ? b & 0x0f : b & 0x07;
+  for (let k = 1; k < width; k++) {
+    const o = buf[i + k]!;
+    if ((o & 0xc0) !== 0x80) return [-1, 1];
+    v = (v << 6) | (o & 0x3f);
+  }
+  const min = width === 2 ? 0x80 : width === 3 ? 0x800 : 0x10000;
+  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return [-1, 1];
+  return [v, width];
+}
+
+/** Go's unicode.IsSpace. */
+function isUnicodeSpace(r: number): boolean {
+  if (r <= 0xff) return r === 0x20 || (r >= 0x09 && r <= 0x0d) || r === 0x85 || r === 0xa0;
+  return r === 0x1680 || (r >= 0x2000 && r <= 0x200a) || r === 0x2028 || r === 0x2029 || r === 0x202f || r === 0x205f || r === 0x3000;
+}
+
+/** GuessJSONStream: within the first 4096 bytes, is the first non-space rune `{`? */
+function looksLikeJson(buf: Uint8Array): boolean {
+  const end = Math.min(buf.length, SNIFF_BYTES);
+  let i = 0;
+  while (i < end) {
+    const [r, size] = decodeRune(buf, i, end);
+    if (r < 0 || !isUnicodeSpace(r)) return r === 0x7b;
+    i += size;
+  }
+  return false;
+}
+
+/**
+ * YAMLOrJSONDecoder.consumeWhitespace after rewinding to `pos`: skips Unicode spaces up to and including
+ * the first newline. Undefined when it gives up — it reads 4 bytes at a time and treats a short read (fewer
+ * than 4 bytes left) or an invalid rune as failure, in which case the JSON error stands.
+ */
+function consumeWhitespace(buf: Uint8Array, pos: number): number | undefined {
+  let i = pos;
+  for (;;) {
+    if (buf.length - i < 4) return undefined;
+    const [r, size] = decodeRune(buf, i, i + 4);
+    // Go compares against utf8.RuneError, so a literal U+FFFD also stops it.
+    if (r < 0 || r === 0xfffd) return undefined;
+    if (!isUnicodeSpace(r)) return i;
+    if (r === 0x0a) return i + 1;
+    i += size;
+  }
+}
+
+const GO_SPACE = '[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
+const GO_TRIM = new RegExp(`^${GO_SPACE}+|${GO_SPACE}+$`, 'g');
+
+/** Go's strings.TrimSpace (JS trim() also strips U+FEFF and keeps U+0085). */
+function goTrimSpace(s: string): string {
+  return s.replace(GO_TRIM, '');
+}
+
+/** apimachinery's YAMLReader: yields document chunks split on `---` lines (cmp-contract §11.3). */
+class YamlChunks {
+  constructor(
+    private readonly buf: Buffer,
+    private pos: number,
+  ) {}
+
+  private lineEnd(start: number): number {
+    const nl = this.buf.indexOf(0x0a, start);
+    return nl < 0 ? this.buf.length : nl;
+  }
+
+  /** The next line at or after `from` (a line start) that begins with `---`, or -1. */
+  private nextDashLine(from: number): number {
+    const b = this.buf;
+    if (b[from] === 0x2d && b[from + 1] === 0x2d && b[from + 2] === 0x2d) return from;
+    const i = b.indexOf(NL_DASHES, from);
+    return i < 0 ? -1 : i + 1;
+  }
+
+  /** Throws for a `---` line followed by anything but spaces or a comment. */
+  private checkSeparator(lineStart: number): void {
+    const rest = goTrimSpace(this.buf.toString('utf8', lineStart + 3, this.lineEnd(lineStart)));
+    if (rest !== '' && rest[0] !== '#') throw new Error(`invalid Yaml document separator: ${rest}`);
+  }
+
+  /** The next chunk's bytes (CRLF → LF, final newline added), or undefined at EOF. */
+  next(): string | undefined {
+    const start = this.pos;
+    const len = this.buf.length;
+    if (start >= len) return undefined;
+    let sep = this.nextDashLine(start);
+    if (sep === start) {
+      // A separator with nothing buffered yet becomes part of the chunk (Go writes the line).
+      this.checkSeparator(start);
+      const end = this.lineEnd(start);
+      sep = end >= len ? -1 : this.nextDashLine(end + 1);
+    }
+    let chunkEnd: number;
+    if (sep < 0) {
+      chunkEnd = len;
+      this.pos = len;
+    } else {
+      this.checkSeparator(sep);
+      chunkEnd = sep;
+      this.pos = this.lineEnd(sep) + 1;
+    }
+    const read = readYamlText(this.buf.subarray(start, chunkEnd));
+    if ('error' in read) throw new Error(`error converting YAML to JSON: yaml: ${read.error}`);
+    let text = read.text;
+    if (text.includes('\r\n')) text = text.replaceAll('\r\n', '\n');
+    if (!text.endsWith('\n')) text += '\n';
+    return text;
+  }
+}
+
+/** Converts the next YAML chunk; undefined at EOF. Mirrors YAMLToJSONDecoder.Decode into RawExtension. */
+function nextYamlDoc(chunks: YamlChunks): string | undefined {
+  const text = chunks.next();
+  return text === undefined ? undefined : yamlTextToJson(text);
+}
+
+function keep(out: string[], raw: string): void {
+  const t = goTrimSpace(raw);
+  if (t !== '' && t !== 'null') out.push(t);
+}
+
+function yamlRest(out: string[], chunks: YamlChunks): string[] {
+  for (let doc = nextYamlDoc(chunks); doc !== undefined; doc = nextYamlDoc(chunks)) keep(out, doc);
+  return out;
+}
+
+/**
+ * Argo CD's `kube.SplitYAMLToString` on a generate command's stdout: one string per manifest. A stream
+ * whose first non-space byte (within 4096 bytes) is `{` is read as concatenated JSON values passed
+ * through verbatim, with apimachinery's fallback to YAML; otherwise `---`-separated YAML documents are
+ * each converted to Go-compatible JSON. Empty and `null` documents are dropped. Errors are thrown with
+ * the full Go text, starting `failed to unmarshal manifest: `.
+ */
+export function splitManifests(stdout: Buffer): string[] {
+  try {
+    return split(stdout);
+  } catch (err) {
+    throw new Error(PREFIX + (err instanceof Error ? err.message : String(err)));
+  }
+}
+
+function split(buf: Buffer): string[] {
+  const out: string[] = [];
+  if (!looksLikeJson(buf)) return yamlRest(out, new YamlChunks(buf, 0));
+  let count = 0;
+  let pos = 0;
+  for (;;) {
+    const r = scanJsonValue(buf, pos);
+    if (r.kind === 'eof') return out;
+    if (r.kind === 'value') {
+      count++;
+      keep(out, buf.toString('utf8', r.start, r.end));
+      pos = r.end;
+      continue;
+    }
+    const raw = r.kind === 'syntax' ? r.message : 'unexpected EOF';
+    // ≥ 2 values: an unambiguous JSON stream, the plain Go error stands.
+    if (count > 1) throw new Error(raw);
+    const jsonErr = r.kind === 'syntax' ? `json: offset ${r.offset}: ${r.message}` : raw;
+    const yamlStart = consumeWhitespace(buf, pos);
+    if (yamlStart === undefined) throw new Error(jsonErr);
+    const chunks = new YamlChunks(buf, yamlStart);
+    let first: string | undefined;
+    try {
+      first = nextYamlDoc(chunks);
+    } catch {
+      throw new Error(jsonErr);
+    }
+    if (first === undefined) return out;
+    keep(out, first);
+    return yamlRest(out, chunks);
+  }
+}
