@@ -11,7 +11,8 @@ import { goJsonSyntaxError } from '../split/go-json-scanner.js';
  *   - `null` sets slices, maps and pointers to nil and leaves every other value untouched;
  *   - a type mismatch does not stop decoding: the FIRST one is reported at the end, with Go's
  *     text and field path (`json: cannot unmarshal string into Go struct field
- *     Command.spec.generate.command of type []string`).
+ *     Command.spec.generate.command of type []string`); since Go 1.24 the path also names the
+ *     embedded structs a promoted field comes through (`Find.spec.discover.find.Command.command`).
  */
 
 /** A Go type, described just enough to decode into it and to name it in errors. */
@@ -84,7 +85,7 @@ export function goTypeName(t: GoType): string {
  * The zero value of a Go type as the decoder represents it: nil slices and maps are empty, nil
  * pointers null, int64 a decimal string (keeps decoded values JSON-serialisable).
  */
-export function goZero(t: GoType): unknown {
+function goZero(t: GoType): unknown {
   switch (t.kind) {
     case 'string':
       return '';
