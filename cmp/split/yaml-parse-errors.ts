@@ -40,6 +40,15 @@ function openFlowCloser(text: string): string {
   return stack.at(-1) ?? '}';
 }
 
+/** libyaml reaching the end of the stream inside a flow collection. */
+function flowAtEof(text: string): string {
+  const line = lineCount(text, text.length);
+  // Right after an opener, `,` or `:` it was looking for a node; after a node, for a separator.
+  const last = text.replace(/\s+$/, '').at(-1);
+  if (last === '[' || last === '{' || last === ',' || last === ':') return parserError(line, 'did not find expected node content');
+  return parserError(line, `did not find expected ',' or '${openFlowCloser(text)}'`);
+}
+
 function prevNonSpace(text: string, pos: number): string {
   let i = pos - 1;
   while (i >= 0 && (text[i] === ' ' || text[i] === '\t')) i--;
@@ -70,8 +79,9 @@ export function goYamlParseError(reason: string, mark: Mark | undefined, text: s
     if (firstContentChar(text) === '-') return parserError(mark.line, "did not find expected '-' indicator");
     return parserError(mark.line, 'did not find expected key');
   }
-  if (reason === 'unexpected end of the stream within a flow collection') {
-    return parserError(lineCount(text, text.length), `did not find expected ',' or '${openFlowCloser(text)}'`);
+  const atEnd = text.slice(mark.position).trim() === '';
+  if (reason === 'unexpected end of the stream within a flow collection' || (reason === 'deficient indentation' && atEnd)) {
+    return flowAtEof(text);
   }
   if (reason === 'missed comma between flow collection entries') {
     return parserError(mark.line, `did not find expected ',' or '${openFlowCloser(text.slice(0, mark.position))}'`);
