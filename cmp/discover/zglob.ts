@@ -399,5 +399,8 @@ export function compileGoRegexp(re: string): RegExp {
     i++;
   }
   if (depth > 0) throw goRegexpError('missing closing )', re);
+  // JS backtracks where RE2 does not: collapse the equivalent runs zglob emits for `**`, `***/`
+  // or `**/**/` so hostile names cannot make matching polynomially slow.
+  out = out.replace(/(\[\^\\u\{2f\}\]\*){2,}/g, '$1').replace(/(\(\[\^\\n\]\*\/\)\?){2,}/g, '$1');
   return new RegExp(out, 'u');
 }

@@ -132,6 +132,17 @@ describe('the regexp zglob builds', () => {
     });
   });
 
+  test('repeated ** stays fast on long names that do not match', () => {
+    const re = compileGoRegexp('^' + zglobRegexp('/a/**/**/**/**/**/**/**/**/x/********') + '$');
+    const started = Date.now();
+    // Without the collapse JS backtracking takes seconds on this 30-level name.
+    assert.equal(re.test('/a/' + 'b/'.repeat(30) + 'y'.repeat(20) + '/'), false);
+    assert.ok(Date.now() - started < 500);
+    assert.equal(re.test('/a/x/q'), true);
+    assert.equal(re.test('/a/b/c/x/q'), true);
+    assert.equal(re.test('/a/x/q/r'), false);
+  });
+
   test('supports Unicode classes and Perl escapes inside classes', () => {
     assert.equal(compileGoRegexp('^[\\p{Greek}]$').test('λ'), true);
     assert.equal(compileGoRegexp('^[\\PL]$').test('λ'), false);
