@@ -1,10 +1,14 @@
 import { runProxy } from '../proxy/main.js';
 import { runClientCommand } from '../cmp/client/client-cli.js';
+import { runCacheCommand } from '../cmp/queue/cache-cli.js';
+import { runWorker } from '../worker/main.js';
 
 const USAGE = `usage: cmp-offload <command> [flags]
 
 commands:
   proxy     serve the CMP gRPC contract on the plugin socket (drop-in for argocd-cmp-server)
+  worker    run plugin jobs from the Redis queue (distributed mode, CMP_OFFLOAD_REDIS_URL)
+  cache     stats | purge [--app NAME | --plugin NAME | --all]: the shared output cache in Redis
   generate  pack a directory like the repo-server and call GenerateManifest
   match     ... MatchRepository
   params    ... GetParametersAnnouncement
@@ -17,6 +21,10 @@ export async function main(argv: string[]): Promise<number> {
     switch (command) {
       case 'proxy':
         return await runProxy(rest);
+      case 'worker':
+        return await runWorker(rest);
+      case 'cache':
+        return await runCacheCommand(rest, { stdout: process.stdout, stderr: process.stderr });
       case 'generate':
       case 'match':
       case 'params':

@@ -8,6 +8,7 @@ import { createLogger } from '../cmp/log.js';
 import type { Engine } from '../cmp/plugin/execute.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
+import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
 import { buildGrpcServer } from './grpc-server.js';
 
 /**
@@ -34,6 +35,11 @@ export async function runProxy(argv: string[]): Promise<number> {
   let engine: Engine;
   try {
     options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, '') });
+    if (options.redis && !options.redis.signingKey) {
+      throw new Error(
+        'distributed mode (CMP_OFFLOAD_REDIS_URL) needs a signing key: set CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE',
+      );
+    }
     const config = await readPluginConfig(options.configDirPath);
     engine = { config, options, baseEnv: process.env };
   } catch (err) {
@@ -46,15 +52,13 @@ export async function runProxy(argv: string[]): Promise<number> {
     log.info('No discovery configuration is defined for plugin %s. To use this plugin, specify "spec.source.plugin.name" in the Application.', engine.config.metadata.name);
   }
 
-  const dispatcher: Dispatcher = new LocalDispatcher(engine);
+  const pluginName = pluginFile.replace(/\.sock$/, '');
+  const specDigest = pluginSpecDigest(engine.config);
+  const dispatcher: Dispatcher = options.redis
+    ? new QueueDispatcher({ engine, pluginName, specDigest, log })
+    : new LocalDispatcher(engine);
   const inflight = new Set<Promise<unknown>>();
-  const server = buildGrpcServer({
-    engine,
-    pluginName: pluginFile.replace(/\.sock$/, ''),
-    specDigest: pluginSpecDigest(engine.config),
-    dispatcher,
-    inflight,
-  });
+  const server = buildGrpcServer({ engine, pluginName, specDigest, dispatcher, inflight });
 
   await fs.rm(socketPath, { force: true }).catch(() => {});
   try {
@@ -63,6 +67,7 @@ export async function runProxy(argv: string[]): Promise<number> {
     );
   } catch (err) {
     process.stderr.write(`failed to listen on ${socketPath}: ${(err as Error).message}\n`);
+    await dispatcher.close();
     return 1;
   }
   try {
@@ -71,9 +76,15 @@ export async function runProxy(argv: string[]): Promise<number> {
     process.stderr.write(`error initializing plugin service: ${(err as Error).message}\n`);
     await fs.rm(socketPath, { force: true });
     server.forceShutdown();
+    await dispatcher.close();
     return 1;
   }
-  log.info({ socket: socketPath, mode: 'standalone', concurrency: options.concurrency }, 'serving');
+  log.info(
+    options.redis
+      ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix }
+      : { socket: socketPath, mode: 'standalone', concurrency: options.concurrency },
+    'serving',
+  );
 
   await new Promise<void>(resolve => {
     const onSignal = (signal: NodeJS.Signals) => {

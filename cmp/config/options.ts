@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseGoDuration } from './go-duration.js';
@@ -47,6 +48,37 @@ export interface Options {
   };
   /** CMP_OFFLOAD_SHUTDOWN_GRACE: how long in-flight requests may finish after SIGTERM. */
   shutdownGraceMs: number;
+  /** Distributed mode (architecture §5): set when CMP_OFFLOAD_REDIS_URL is, else standalone. */
+  redis: RedisOptions | undefined;
+}
+
+/** The settings of distributed mode, shared by proxy, worker and the `cache` CLI. */
+export interface RedisOptions {
+  /** CMP_OFFLOAD_REDIS_URL: `redis://[user:password@]host:port[/db]` or `rediss://` for TLS. */
+  url: string;
+  /** CMP_OFFLOAD_QUEUE_PREFIX: prefixes every key and channel we write; a `{hash tag}` keeps them in one Cluster slot. */
+  prefix: string;
+  /**
+   * CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE: HMAC key for jobs and cache entries.
+   * Undefined here; the proxy and the worker refuse to start without it.
+   */
+  signingKey: Buffer | undefined;
+  /** CMP_OFFLOAD_BLOB_TTL: how long an uploaded tarball stays in Redis (refreshed on reuse). */
+  blobTtlMs: number;
+  /** CMP_OFFLOAD_RESULT_TTL: lifetime of uncached results and of finished job records. */
+  resultTtlMs: number;
+  /** CMP_OFFLOAD_MAX_QUEUE_DEPTH: waiting jobs per plugin queue beyond which requests are refused. */
+  maxQueueDepth: number;
+  /** CMP_OFFLOAD_MAX_INFLIGHT: requests one proxy may have queued or running at once. */
+  maxInflight: number;
+  /** CMP_OFFLOAD_REDIS_TIMEOUT: connect and command timeout of the proxy's Redis calls (fail fast). */
+  timeoutMs: number;
+  /** CMP_OFFLOAD_LOCK_DURATION: BullMQ job lock; a dead worker's job is free again after it. */
+  lockDurationMs: number;
+  /** CMP_OFFLOAD_STALLED_INTERVAL: how often workers look for jobs of dead workers. */
+  stalledIntervalMs: number;
+  /** CMP_OFFLOAD_JOB_ATTEMPTS: runs of a job on infrastructure failures (plugin failures never retry). */
+  jobAttempts: number;
 }
 
 export const DEFAULT_CONFIG_DIR = '/home/argocd/cmp-server/config';
@@ -84,8 +116,77 @@ export function compileOptions(env: Env, flags: { configDirPath?: string } = {})
       outputBytes: bytes(env, 'CMP_OFFLOAD_MAX_OUTPUT_BYTES', maxMessageBytes),
     },
     shutdownGraceMs: duration(env, 'CMP_OFFLOAD_SHUTDOWN_GRACE', 30_000),
+    redis: redisOptions(env),
   };
   return deepFreeze(options);
+}
+
+function redisOptions(env: Env): RedisOptions | undefined {
+  const url = env.CMP_OFFLOAD_REDIS_URL;
+  if (url === undefined || url === '') return undefined;
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined;
+  }
+  // The URL may hold a password: never echo it.
+  if (!parsed || (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') || parsed.hostname === '') {
+    throw new OptionsError('invalid value for CMP_OFFLOAD_REDIS_URL: expected redis://[user:password@]host:port[/db] or rediss://...');
+  }
+  const prefix = env.CMP_OFFLOAD_QUEUE_PREFIX || '{cmp-offload}';
+  if (!/^[\x21-\x7e]+$/.test(prefix) || prefix.includes(':')) {
+    fail('CMP_OFFLOAD_QUEUE_PREFIX', prefix, 'printable ASCII without spaces or ":", such as {cmp-offload}');
+  }
+  const lockDurationMs = duration(env, 'CMP_OFFLOAD_LOCK_DURATION', 10_000);
+  const stalledIntervalMs = duration(env, 'CMP_OFFLOAD_STALLED_INTERVAL', 5_000);
+  if (lockDurationMs < 1_000) fail('CMP_OFFLOAD_LOCK_DURATION', String(env.CMP_OFFLOAD_LOCK_DURATION), 'a duration of at least 1s');
+  if (stalledIntervalMs < 500) fail('CMP_OFFLOAD_STALLED_INTERVAL', String(env.CMP_OFFLOAD_STALLED_INTERVAL), 'a duration of at least 500ms');
+  return {
+    url,
+    prefix,
+    signingKey: signingKey(env),
+    blobTtlMs: positiveDuration(env, 'CMP_OFFLOAD_BLOB_TTL', 15 * 60_000),
+    resultTtlMs: positiveDuration(env, 'CMP_OFFLOAD_RESULT_TTL', 10 * 60_000),
+    maxQueueDepth: integer(env, 'CMP_OFFLOAD_MAX_QUEUE_DEPTH', 1_000, 1),
+    maxInflight: integer(env, 'CMP_OFFLOAD_MAX_INFLIGHT', 512, 1),
+    timeoutMs: positiveDuration(env, 'CMP_OFFLOAD_REDIS_TIMEOUT', 2_000),
+    lockDurationMs,
+    stalledIntervalMs,
+    jobAttempts: integer(env, 'CMP_OFFLOAD_JOB_ATTEMPTS', 3, 1),
+  };
+}
+
+const MIN_SIGNING_KEY_BYTES = 16;
+
+/** The HMAC key from CMP_OFFLOAD_SIGNING_KEY or the file CMP_OFFLOAD_SIGNING_KEY_FILE names (one of them). */
+function signingKey(env: Env): Buffer | undefined {
+  const inline = env.CMP_OFFLOAD_SIGNING_KEY;
+  const file = env.CMP_OFFLOAD_SIGNING_KEY_FILE;
+  if (inline && file) throw new OptionsError('set only one of CMP_OFFLOAD_SIGNING_KEY and CMP_OFFLOAD_SIGNING_KEY_FILE');
+  let key: Buffer;
+  let name: string;
+  if (inline) {
+    key = Buffer.from(inline, 'utf8');
+    name = 'CMP_OFFLOAD_SIGNING_KEY';
+  } else if (file) {
+    name = 'CMP_OFFLOAD_SIGNING_KEY_FILE';
+    try {
+      // Secrets mounted from files usually end with a newline that is not part of the key.
+      key = Buffer.from(fs.readFileSync(file, 'utf8').replace(/\r?\n$/, ''), 'utf8');
+    } catch (err) {
+      throw new OptionsError(`cannot read ${name} ${JSON.stringify(file)}: ${(err as Error).message}`);
+    }
+  } else return undefined;
+  // Never echo the key itself.
+  if (key.length < MIN_SIGNING_KEY_BYTES) throw new OptionsError(`${name}: the signing key must be at least ${MIN_SIGNING_KEY_BYTES} bytes`);
+  return key;
+}
+
+function positiveDuration(env: Env, name: string, fallbackMs: number): number {
+  const ms = duration(env, name, fallbackMs);
+  if (ms <= 0) fail(name, String(env[name]), 'a positive duration');
+  return ms;
 }
 
 /** Argo: integer MiB in 0..2^31-1, anything else means the default of 100. */
@@ -153,6 +254,8 @@ function list(raw: string | undefined): string[] {
 }
 
 function deepFreeze<T>(o: T): T {
-  for (const v of Object.values(o as object)) if (v && typeof v === 'object' && !(v instanceof Set)) deepFreeze(v);
+  for (const v of Object.values(o as object)) {
+    if (v && typeof v === 'object' && !(v instanceof Set) && !Buffer.isBuffer(v)) deepFreeze(v);
+  }
   return Object.freeze(o);
 }

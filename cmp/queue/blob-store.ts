@@ -1,0 +1,77 @@
+import { createHash, randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import { status as Status } from '@grpc/grpc-js';
+import type { Redis } from 'ioredis';
+import { CmpError } from '../errors.js';
+import type { KeySpace } from './keys.js';
+
+/** Chunk of an upload or download: memory stays at one chunk whatever the tarball size. */
+const CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * Store a spooled tarball as the blob of its sha256, unless that blob exists already (then its
+ * TTL is refreshed and nothing is sent). The bytes stream from disk in chunks into a key of
+ * this upload alone, which is renamed into place at the end: concurrent uploads of the same
+ * content never interleave, and a blob is never seen half-written. Returns whether it uploaded.
+ */
+export async function storeBlob(redis: Redis, keys: KeySpace, sha256: string, tgzPath: string, ttlMs: number): Promise<boolean> {
+  const key = keys.blob(sha256);
+  if ((await redis.pexpire(key, ttlMs)) === 1) return false;
+  const upload = keys.blobUpload(sha256, randomUUID());
+  try {
+    let first = true;
+    const stream = fs.createReadStream(tgzPath, { highWaterMark: CHUNK_BYTES });
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      if (first) await redis.set(upload, chunk, 'PX', ttlMs);
+      else await redis.append(upload, chunk);
+      first = false;
+    }
+    // An empty tarball still needs a (valid, empty) blob.
+    if (first) await redis.set(upload, Buffer.alloc(0), 'PX', ttlMs);
+    await redis.rename(upload, key);
+  } catch (err) {
+    await redis.del(upload).catch(() => {});
+    throw err;
+  }
+  return true;
+}
+
+/** A blob that expired or never existed: retrying cannot help, the proxy must send it again. */
+export class BlobMissingError extends CmpError {
+  constructor(sha256: string) {
+    super(
+      `cmp-offload: the tarball ${sha256} expired from Redis before a worker fetched it (CMP_OFFLOAD_BLOB_TTL)`,
+      Status.UNAVAILABLE,
+    );
+  }
+}
+
+/**
+ * Copy a blob to `destPath` (mode 0600) in chunks, checking its size and sha256 against what
+ * the signed job says: a tampered blob is refused, as the checksum check of ingest would.
+ */
+export async function fetchBlob(redis: Redis, keys: KeySpace, sha256: string, size: number, destPath: string): Promise<void> {
+  const key = keys.blob(sha256);
+  const actual = await redis.strlen(key);
+  if (actual === 0 && !(await redis.exists(key))) throw new BlobMissingError(sha256);
+  if (actual !== size) throw new CmpError(`cmp-offload: the tarball blob ${sha256} has ${actual} bytes, expected ${size}`);
+  const hash = createHash('sha256');
+  const out = fs.createWriteStream(destPath, { mode: 0o600 });
+  const closed = new Promise<void>((resolve, reject) => {
+    out.once('close', resolve);
+    out.once('error', reject);
+  });
+  try {
+    for (let offset = 0; offset < size; offset += CHUNK_BYTES) {
+      const end = Math.min(offset + CHUNK_BYTES, size) - 1;
+      const chunk = await redis.getrangeBuffer(key, offset, end);
+      if (chunk.length !== end - offset + 1) throw new BlobMissingError(sha256);
+      hash.update(chunk);
+      if (!out.write(chunk)) await new Promise<void>(resolve => out.once('drain', () => resolve()));
+    }
+  } finally {
+    out.end();
+    await closed;
+  }
+  if (hash.digest('hex') !== sha256) throw new CmpError(`cmp-offload: the tarball blob ${sha256} does not match its checksum`);
+}

@@ -1,0 +1,58 @@
+import type { Redis } from 'ioredis';
+import type { KeySpace } from './keys.js';
+
+export interface CacheStats {
+  entries: number;
+  bytes: number;
+  /** Entries per plugin (escaped key part as stored). */
+  byPlugin: Record<string, number>;
+  blobs: number;
+  blobBytes: number;
+}
+
+const SCAN_COUNT = 1000;
+
+/** Visit every key matching `pattern`, a batch at a time (SCAN: never blocks Redis like KEYS). */
+async function scanBatches(redis: Redis, pattern: string, visit: (keys: string[]) => Promise<void>): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
+    cursor = next;
+    if (keys.length > 0) await visit(keys);
+  } while (cursor !== '0');
+}
+
+async function sizes(redis: Redis, keys: string[]): Promise<number> {
+  const pipe = redis.pipeline();
+  for (const k of keys) pipe.strlen(k);
+  const replies = (await pipe.exec()) ?? [];
+  return replies.reduce((n, [, v]) => n + (typeof v === 'number' ? v : 0), 0);
+}
+
+/** Count the output cache entries and tarball blobs of this installation (its prefix only). */
+export async function cacheStats(redis: Redis, keys: KeySpace): Promise<CacheStats> {
+  const stats: CacheStats = { entries: 0, bytes: 0, byPlugin: {}, blobs: 0, blobBytes: 0 };
+  const entryPrefix = `${keys.prefix}:out:`;
+  await scanBatches(redis, keys.cachePattern(), async batch => {
+    stats.entries += batch.length;
+    stats.bytes += await sizes(redis, batch);
+    for (const k of batch) {
+      const plugin = k.slice(entryPrefix.length).split(':')[0] ?? '';
+      stats.byPlugin[plugin] = (stats.byPlugin[plugin] ?? 0) + 1;
+    }
+  });
+  await scanBatches(redis, keys.blobPattern(), async batch => {
+    stats.blobs += batch.length;
+    stats.blobBytes += await sizes(redis, batch);
+  });
+  return stats;
+}
+
+/** Delete the cache entries of one app, one plugin, both, or all (no filter); returns how many. */
+export async function purgeCache(redis: Redis, keys: KeySpace, filter: { app?: string; plugin?: string }): Promise<number> {
+  let removed = 0;
+  await scanBatches(redis, keys.cachePattern(filter), async batch => {
+    removed += await redis.unlink(...batch);
+  });
+  return removed;
+}

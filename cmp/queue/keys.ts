@@ -1,0 +1,81 @@
+import type { EnvEntry } from '../plugin/request.js';
+
+/**
+ * Names of everything distributed mode writes to Redis. Every key and channel starts with the
+ * configured prefix (default `{cmp-offload}`): the hash tag puts them all in one Redis Cluster
+ * slot, which BullMQ's multi-key scripts and our RENAME need, and two installations with
+ * different prefixes can share one Redis. Variable parts are escaped so that they never
+ * contain `:` or glob characters: `SCAN MATCH` patterns built from them stay exact.
+ */
+export class KeySpace {
+  constructor(readonly prefix: string) {}
+
+  /** The tarball blob of a content: its sha256 names it. */
+  blob(sha256: string): string {
+    return `${this.prefix}:blob:${sha256}`;
+  }
+
+  /** Where one upload assembles a blob before the atomic RENAME (concurrent uploads never mix). */
+  blobUpload(sha256: string, uploadId: string): string {
+    return `${this.prefix}:blob-upload:${sha256}:${uploadId}`;
+  }
+
+  /** An output cache entry: plugin and app in the name so that purges can match them. */
+  cacheEntry(plugin: string, app: string, cacheKey: string): string {
+    return `${this.prefix}:out:${escapeKeyPart(plugin)}:${escapeKeyPart(app)}:${cacheKey}`;
+  }
+
+  /** SCAN pattern of cache entries, optionally of one plugin and/or one app. */
+  cachePattern(filter: { plugin?: string; app?: string } = {}): string {
+    const plugin = filter.plugin === undefined ? '*' : escapeKeyPart(filter.plugin);
+    const app = filter.app === undefined ? '*' : escapeKeyPart(filter.app);
+    return `${globEscape(this.prefix)}:out:${plugin}:${app}:*`;
+  }
+
+  /** SCAN pattern of every blob. */
+  blobPattern(): string {
+    return `${globEscape(this.prefix)}:blob:*`;
+  }
+
+  /** The result of a job whose output is not cached (short TTL). */
+  result(queue: string, jobId: string): string {
+    return `${this.prefix}:res:${escapeKeyPart(queue)}:${escapeKeyPart(jobId)}`;
+  }
+
+  /** How many callers, on any proxy, wait for the runs of one request. */
+  waiters(queue: string, waitId: string): string {
+    return `${this.prefix}:waiters:${escapeKeyPart(queue)}:${waitId}`;
+  }
+
+  /** Pub/sub channel on which proxies ask whichever worker holds a job to stop it. */
+  cancelChannel(): string {
+    return `${this.prefix}:cancel`;
+  }
+}
+
+/** Plugin name as Applications use it and as the queue is named: the socket file name without `.sock`. */
+export function queueNameOf(socketFileName: string): string {
+  return socketFileName.replace(/\.sock$/, '');
+}
+
+/** The Application a request is for (`ARGOCD_APP_NAME`, last one wins as in exec), or ''. */
+export function appNameOf(env: readonly EnvEntry[]): string {
+  let app = '';
+  for (const e of env) if (e.name === 'ARGOCD_APP_NAME') app = e.value;
+  return app;
+}
+
+/** Keep `[A-Za-z0-9._-]`, percent-encode every other byte; the empty string becomes `~`. */
+export function escapeKeyPart(s: string): string {
+  if (s === '') return '~';
+  let out = '';
+  for (const byte of Buffer.from(s, 'utf8')) {
+    const c = String.fromCharCode(byte);
+    out += /[A-Za-z0-9._-]/.test(c) ? c : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+function globEscape(s: string): string {
+  return s.replace(/[*?[\]\\]/g, c => `\\${c}`);
+}

@@ -1,0 +1,52 @@
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+import type { Redis } from 'ioredis';
+import type { PluginResult } from '../plugin/request.js';
+import { sign, verify } from './signing.js';
+
+const gzip = promisify(zlib.gzip);
+const gunzip = promisify(zlib.gunzip);
+
+const MAGIC = Buffer.from('CMPR1');
+const SIG_BYTES = 32;
+const DOMAIN = 'cmp-offload/result/v1';
+
+/**
+ * A stored result (cache entry or one job's result): magic, HMAC over the Redis key name and
+ * the payload, gzip of the result's JSON. Binding the key name means an entry copied under
+ * another key does not verify. Compression runs off the event loop (libuv pool), so a large
+ * output does not stall a worker's lock renewals.
+ */
+export async function encodeResult(signingKey: Buffer, redisKey: string, result: PluginResult): Promise<Buffer> {
+  const payload = await gzip(Buffer.from(JSON.stringify(result), 'utf8'));
+  return Buffer.concat([MAGIC, sign(signingKey, DOMAIN, [redisKey, payload]), payload]);
+}
+
+/** Decode a stored result; undefined when it is malformed or its signature does not verify. */
+export async function decodeResult(signingKey: Buffer, redisKey: string, stored: Buffer): Promise<PluginResult | undefined> {
+  if (stored.length < MAGIC.length + SIG_BYTES || !stored.subarray(0, MAGIC.length).equals(MAGIC)) return undefined;
+  const sig = stored.subarray(MAGIC.length, MAGIC.length + SIG_BYTES);
+  const payload = stored.subarray(MAGIC.length + SIG_BYTES);
+  if (!verify(signingKey, DOMAIN, [redisKey, payload], sig)) return undefined;
+  try {
+    const value = JSON.parse((await gunzip(payload)).toString('utf8')) as PluginResult;
+    return value && typeof value === 'object' && typeof value.kind === 'string' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Write a result under `redisKey` with a TTL. */
+export async function writeResult(redis: Redis, signingKey: Buffer, redisKey: string, result: PluginResult, ttlMs: number): Promise<void> {
+  await redis.set(redisKey, await encodeResult(signingKey, redisKey, result), 'PX', ttlMs);
+}
+
+export type ReadOutcome = { found: PluginResult } | { missing: true } | { invalid: true };
+
+/** Read and verify the result under `redisKey`. */
+export async function readResult(redis: Redis, signingKey: Buffer, redisKey: string): Promise<ReadOutcome> {
+  const stored = await redis.getBuffer(redisKey);
+  if (stored === null) return { missing: true };
+  const found = await decodeResult(signingKey, redisKey, stored);
+  return found ? { found } : { invalid: true };
+}

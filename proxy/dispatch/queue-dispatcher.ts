@@ -1,0 +1,332 @@
+import { randomBytes } from 'node:crypto';
+import { status as Status } from '@grpc/grpc-js';
+import { Queue, QueueEvents, type JobsOptions } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { RedisOptions } from '../../cmp/config/options.js';
+import type { Ctx } from '../../cmp/context.js';
+import { CmpError, wrap } from '../../cmp/errors.js';
+import type { Logger } from '../../cmp/log.js';
+import type { Engine } from '../../cmp/plugin/execute.js';
+import type { PluginRequest, PluginResult, RpcKind } from '../../cmp/plugin/request.js';
+import { storeBlob } from '../../cmp/queue/blob-store.js';
+import { publishCancel } from '../../cmp/queue/cancel.js';
+import { decodeFailure, signJob } from '../../cmp/queue/job-contract.js';
+import { appNameOf, escapeKeyPart, KeySpace } from '../../cmp/queue/keys.js';
+import { connectRedis, redisUnavailable, withTimeout } from '../../cmp/queue/redis-connection.js';
+import { readResult } from '../../cmp/queue/result-store.js';
+import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
+import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
+import type { Dispatcher } from './dispatcher.js';
+import { JobWaiter, type JobEnd } from './job-waiter.js';
+
+/** How Go words a command that could not start because the context was already done (as LocalDispatcher). */
+const NOT_STARTED_PREFIX: Record<RpcKind, string> = {
+  generate: 'error generating manifests',
+  match: 'match repository error: error running find command',
+  parameters: 'get parameters announcement error: error executing dynamic parameter output command',
+};
+
+/** A job's JSON is references and metadata; anything near this is a bug or an attack. */
+const JOB_SIZE_LIMIT = 1024 * 1024;
+/** The events stream is read by every proxy; completions carry only a key name, so this is plenty. */
+const EVENTS_MAX_LEN = 2_000;
+/** A caller that joined a job its other callers had just cancelled starts a new one, this often at most. */
+const MAX_REJOINS = 3;
+/** Without a caller deadline, the waiter count is kept this long at most (a dead proxy's count expires). */
+const NO_DEADLINE_WAIT_MS = 3600_000;
+
+export interface QueueDispatcherDeps {
+  engine: Engine;
+  /** Plugin name = queue name: the socket file name without `.sock`. */
+  pluginName: string;
+  specDigest: string;
+  log: Logger;
+}
+
+type Attempt = { result: PluginResult } | { retry: true };
+
+/**
+ * Distributed mode (architecture §3, §5): answer from the Redis cache, otherwise store the
+ * tarball once per content, enqueue a signed job of references, wait for its end on the shared
+ * QueueEvents within the caller's deadline, and relay the result or the worker's error with its
+ * text and code. Identical requests coalesce through BullMQ deduplication on the cache key, from
+ * this proxy or any other; the last caller to leave cancels the job, wherever it is.
+ */
+export class QueueDispatcher implements Dispatcher {
+  private readonly ro: RedisOptions;
+  private readonly signingKey: Buffer;
+  private readonly keys: KeySpace;
+  private readonly redis: Redis;
+  private readonly eventsConnection: Redis;
+  private readonly queue: Queue;
+  private readonly events: QueueEvents;
+  private readonly waiter: JobWaiter;
+  private readonly uploads = new Map<string, Promise<boolean>>();
+  private inflight = 0;
+
+  constructor(private readonly deps: QueueDispatcherDeps) {
+    const ro = deps.engine.options.redis;
+    if (!ro?.signingKey) throw new Error('distributed mode needs CMP_OFFLOAD_REDIS_URL and CMP_OFFLOAD_SIGNING_KEY');
+    this.ro = ro;
+    this.signingKey = ro.signingKey;
+    this.keys = new KeySpace(ro.prefix);
+    const onError = (err: Error) => deps.log.debug({ err: err.message }, 'redis connection error');
+    this.redis = connectRedis(ro, 'command', onError);
+    this.eventsConnection = connectRedis(ro, 'blocking', onError);
+    this.queue = new Queue(deps.pluginName, {
+      connection: this.redis,
+      prefix: ro.prefix,
+      streams: { events: { maxLen: EVENTS_MAX_LEN } },
+      skipWaitingForReady: true,
+    });
+    this.queue.on('error', onError);
+    this.events = new QueueEvents(deps.pluginName, { connection: this.eventsConnection, prefix: ro.prefix });
+    this.events.on('error', onError);
+    this.waiter = new JobWaiter(this.queue, this.events, this.redis);
+  }
+
+  /** Requests this proxy has queued or running now. */
+  get inFlight(): number {
+    return this.inflight;
+  }
+
+  async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx): Promise<PluginResult> {
+    if (ctx.signal.aborted) throw wrap(NOT_STARTED_PREFIX[req.kind], ctx.signal.reason);
+    const app = appNameOf(req.env);
+    if (key !== undefined) {
+      const hit = await this.guard(req.kind, ctx, this.lookup(key, app));
+      if (hit) return hit;
+    }
+    if (this.inflight >= this.ro.maxInflight) {
+      throw new CmpError(
+        `cmp-offload: too many requests in flight on this proxy (limit ${this.ro.maxInflight}, CMP_OFFLOAD_MAX_INFLIGHT)`,
+        Status.RESOURCE_EXHAUSTED,
+      );
+    }
+    this.inflight++;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const outcome = await this.attempt(req, repo, key, ctx, attempt === MAX_REJOINS);
+        if ('result' in outcome) return outcome.result;
+      }
+    } finally {
+      this.inflight--;
+    }
+  }
+
+  /** A cache hit, or undefined; a mis-signed entry counts as a miss (and is logged). */
+  private async lookup(key: string, app: string): Promise<PluginResult | undefined> {
+    const redisKey = this.keys.cacheEntry(this.deps.pluginName, app, key);
+    const r = await readResult(this.redis, this.signingKey, redisKey);
+    if ('invalid' in r) this.deps.log.warn({ key: redisKey }, 'ignoring a cache entry whose signature does not verify');
+    return 'found' in r ? r.found : undefined;
+  }
+
+  /** One enqueue-and-wait; `{retry}` when the job we joined was cancelled or removed by others. */
+  private async attempt(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, last: boolean): Promise<Attempt> {
+    const { kind } = req;
+    await this.guard(kind, ctx, this.upload(repo));
+    const depth = await this.guard(kind, ctx, this.queue.count());
+    if (depth >= this.ro.maxQueueDepth) {
+      throw new CmpError(
+        `cmp-offload: the queue of plugin ${this.deps.pluginName} is full: ${depth} jobs waiting (limit ${this.ro.maxQueueDepth}, CMP_OFFLOAD_MAX_QUEUE_DEPTH)`,
+        Status.RESOURCE_EXHAUSTED,
+      );
+    }
+    const waitId = key ?? randomBytes(32).toString('hex');
+    const waitersKey = this.keys.waiters(this.deps.pluginName, waitId);
+    const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
+    // Counted before the add: a worker never starts a job nobody is known to wait for.
+    await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, waitMs));
+    let joined = true;
+    const leave = async (): Promise<number> => {
+      if (!joined) return 0;
+      joined = false;
+      return leaveWaiters(this.redis, waitersKey).catch(() => 0);
+    };
+    try {
+      const data = signJob(this.signingKey, {
+        kind,
+        plugin: this.deps.pluginName,
+        specDigest: this.deps.specDigest,
+        appRelPath: req.appRelPath,
+        env: req.env,
+        blob: repo.checksum,
+        size: repo.size,
+        cacheKey: key ?? null,
+        waitId,
+        deadline: ctx.deadline ?? null,
+        enqueuedAt: Date.now(),
+      });
+      const job = await this.guard(kind, ctx, this.queue.add(kind, data, this.jobOptions(key)));
+      const jobId = job.id!;
+      const waiting = this.waiter.wait(jobId);
+      const end = await raceAbort(waiting.done, ctx.signal);
+      if (end === 'aborted') {
+        waiting.stop();
+        return await this.abandon(jobId, kind, ctx, leave);
+      }
+      return await this.settle(jobId, end, key, ctx, last);
+    } finally {
+      await leave();
+    }
+  }
+
+  private jobOptions(key: string | undefined): JobsOptions {
+    const ageSeconds = Math.ceil(this.ro.resultTtlMs / 1000);
+    return {
+      ...(key !== undefined ? { deduplication: { id: key } } : {}),
+      attempts: this.ro.jobAttempts,
+      backoff: { type: 'fixed', delay: 250 },
+      removeOnComplete: { age: ageSeconds, count: 1_000 },
+      removeOnFail: { age: ageSeconds, count: 5_000 },
+      sizeLimit: JOB_SIZE_LIMIT,
+    };
+  }
+
+  /** Turn a job's end into the caller's answer. */
+  private async settle(jobId: string, end: JobEnd, key: string | undefined, ctx: Ctx, last: boolean): Promise<Attempt> {
+    switch (end.state) {
+      case 'completed':
+        return { result: await this.fetchResult(jobId, end.returnvalue, key) };
+      case 'failed': {
+        const failure = decodeFailure(this.signingKey, jobId, end.reason);
+        if (!failure) {
+          throw new CmpError(`cmp-offload: job ${jobId} of plugin ${this.deps.pluginName} failed: ${end.reason}`, Status.UNAVAILABLE);
+        }
+        // Cancelled by the callers that were there before us: ours still wants an answer.
+        if (failure.canceled && !ctx.signal.aborted && !last) return { retry: true };
+        throw new CmpError(failure.message, failure.code);
+      }
+      case 'removed':
+        if (!ctx.signal.aborted && !last) return { retry: true };
+        throw new CmpError(`cmp-offload: job ${jobId} of plugin ${this.deps.pluginName} was removed from the queue`, Status.ABORTED);
+      case 'redis-down':
+        throw redisUnavailable(this.ro, new Error(`connection lost while waiting for job ${jobId}`));
+    }
+  }
+
+  private async fetchResult(jobId: string, returnvalue: unknown, key: string | undefined): Promise<PluginResult> {
+    const stored = storedKeyOf(returnvalue);
+    // The key name is bound into the entry's signature; here we only make sure it is one of ours.
+    const expected =
+      key === undefined
+        ? stored === this.keys.result(this.deps.pluginName, jobId)
+        : stored !== undefined &&
+          stored.startsWith(`${this.ro.prefix}:out:${escapeKeyPart(this.deps.pluginName)}:`) &&
+          stored.endsWith(`:${key}`);
+    if (!expected || stored === undefined) {
+      throw new CmpError(`cmp-offload: job ${jobId} returned an unexpected result location`, Status.INTERNAL);
+    }
+    let r;
+    try {
+      r = await readResult(this.redis, this.signingKey, stored);
+    } catch (err) {
+      throw redisUnavailable(this.ro, err);
+    }
+    if ('found' in r) return r.found;
+    if ('missing' in r) throw new CmpError(`cmp-offload: the result of job ${jobId} is gone from Redis`, Status.UNAVAILABLE);
+    throw new CmpError(
+      `cmp-offload: the result of job ${jobId} does not verify (do proxy and workers share CMP_OFFLOAD_SIGNING_KEY?)`,
+      Status.INTERNAL,
+    );
+  }
+
+  /**
+   * The caller gave up. If others still wait, only this caller leaves (with its context error,
+   * as the in-process coalescer does). The last one stops the job wherever it is: removed if
+   * queued, its process group killed if running. It then still gets the run's own error when
+   * that comes quickly, exactly as a lone standalone request would.
+   */
+  private async abandon(jobId: string, kind: RpcKind, ctx: Ctx, leave: () => Promise<number>): Promise<Attempt> {
+    const reason = ctx.signal.reason as CmpError;
+    if ((await leave()) > 0) throw reason;
+    const waiting = this.waiter.wait(jobId);
+    const cancelReason = reason.code === Status.DEADLINE_EXCEEDED ? 'deadline' : 'canceled';
+    await publishCancel(this.redis, this.keys, { queue: this.deps.pluginName, jobId, reason: cancelReason }).catch(() => {});
+    await this.queue.remove(jobId).catch(() => 0);
+    const bound = this.deps.engine.options.execFatalTimeoutMs + 2_000;
+    const end = await withTimeout(waiting.done, bound, () => new Error('timeout')).catch(() => undefined);
+    waiting.stop();
+    if (end?.state === 'failed') {
+      const failure = decodeFailure(this.signingKey, jobId, end.reason);
+      if (failure) throw new CmpError(failure.message, failure.code);
+    }
+    throw wrap(NOT_STARTED_PREFIX[kind], reason);
+  }
+
+  /** Upload the tarball unless its blob exists; concurrent requests of this proxy share one upload. */
+  private upload(repo: IngestedRepo): Promise<boolean> {
+    let pending = this.uploads.get(repo.checksum);
+    if (!pending) {
+      pending = storeBlob(this.redis, this.keys, repo.checksum, repo.tgzPath, this.ro.blobTtlMs);
+      this.uploads.set(repo.checksum, pending);
+      const forget = () => this.uploads.delete(repo.checksum);
+      pending.then(forget, forget);
+    }
+    return pending;
+  }
+
+  /**
+   * Run a Redis step for a caller: refused at once while Redis is not connected, abandoned when
+   * the caller's context ends (with the text Go gives a command that never started), and any
+   * Redis error becomes UNAVAILABLE naming Redis.
+   */
+  private async guard<T>(kind: RpcKind, ctx: Ctx, step: Promise<T>): Promise<T> {
+    step.catch(() => {});
+    if (this.redis.status !== 'ready') throw redisUnavailable(this.ro, new Error(`connection is ${this.redis.status}`));
+    const outcome = await raceAbort(
+      step.then(
+        value => ({ value }),
+        (error: unknown) => ({ error }),
+      ),
+      ctx.signal,
+    );
+    if (outcome === 'aborted') throw wrap(NOT_STARTED_PREFIX[kind], ctx.signal.reason);
+    if ('error' in outcome) {
+      if (outcome.error instanceof CmpError) throw outcome.error;
+      throw redisUnavailable(this.ro, outcome.error);
+    }
+    return outcome.value;
+  }
+
+  async close(): Promise<void> {
+    this.waiter.close();
+    await Promise.allSettled([this.events.close(), this.queue.close()]);
+    this.redis.disconnect();
+    this.eventsConnection.disconnect();
+  }
+}
+
+/** The key a worker says it stored the result under (BullMQ may hand the return value over as JSON text). */
+function storedKeyOf(returnvalue: unknown): string | undefined {
+  let v = returnvalue;
+  if (typeof v === 'string') {
+    try {
+      v = JSON.parse(v);
+    } catch {
+      return undefined;
+    }
+  }
+  const key = (v as { key?: unknown } | null)?.key;
+  return typeof key === 'string' ? key : undefined;
+}
+
+/** Settle with the promise's value, or 'aborted' as soon as the signal aborts. */
+function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T | 'aborted'> {
+  if (signal.aborted) return Promise.resolve('aborted');
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve('aborted');
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      v => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}

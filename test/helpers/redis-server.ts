@@ -1,0 +1,86 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export interface RedisServer {
+  port: number;
+  url: string;
+  /** Stop the server (SIGTERM, SIGKILL after 5 s); its temp dir is removed. */
+  stop(): Promise<void>;
+  /** Stop it but keep the port, so that `restart()` brings it back at the same URL. */
+  pause(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+/** A free TCP port on 127.0.0.1 (the OS picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Start a throwaway `redis-server` on a free port, without persistence, in its own temp dir,
+ * and wait until it accepts connections. Never touches a Redis the machine already runs.
+ */
+export async function startRedis(extraArgs: string[] = []): Promise<RedisServer> {
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-redis-'));
+  let proc: ChildProcess | undefined;
+
+  const launch = async () => {
+    const child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir,
+        '--maxmemory-policy', 'noeviction', ...extraArgs],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    proc = child;
+    let out = '';
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 10_000);
+      child.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('Ready to accept connections')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once('exit', code => {
+        clearTimeout(timer);
+        reject(new Error(`redis-server exited with ${code}: ${out}`));
+      });
+    });
+    child.stdout!.resume();
+  };
+
+  const halt = async () => {
+    const child = proc;
+    proc = undefined;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise(resolve => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    await exited;
+    clearTimeout(timer);
+  };
+
+  await launch();
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    pause: halt,
+    restart: launch,
+    async stop() {
+      await halt();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,115 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { Worker } from 'bullmq';
+import { compileOptions, DEFAULT_CONFIG_DIR, type Options } from '../cmp/config/options.js';
+import { pluginSpecDigest, readPluginConfig, socketFileName } from '../cmp/config/plugin-config.js';
+import { terminateAll } from '../cmp/exec/process-groups.js';
+import { createLogger } from '../cmp/log.js';
+import type { Engine } from '../cmp/plugin/execute.js';
+import { parseCancel } from '../cmp/queue/cancel.js';
+import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
+import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
+import { createProcessor, type AbortReason } from './processor.js';
+
+/**
+ * `cmp-offload worker`: the composition root of a worker process. Reads the same plugin.yaml as
+ * the proxy, consumes the plugin's queue with CMP_OFFLOAD_CONCURRENCY jobs at once, obeys
+ * cross-process cancel requests, and on SIGTERM stops fetching, lets running jobs finish within
+ * CMP_OFFLOAD_SHUTDOWN_GRACE, then cancels them (they are retried elsewhere) and kills what
+ * their commands left. Returns the process exit code.
+ */
+export async function runWorker(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      'config-dir-path': { type: 'string', default: DEFAULT_CONFIG_DIR },
+      loglevel: { type: 'string' },
+      logformat: { type: 'string' },
+    },
+    strict: true,
+  });
+  const env = { ...process.env };
+  if (values.loglevel) env.ARGOCD_CMP_SERVER_LOGLEVEL = values.loglevel;
+  if (values.logformat) env.ARGOCD_CMP_SERVER_LOGFORMAT = values.logformat;
+  const log = createLogger(env, 'cmp-offload-worker');
+
+  let options: Options;
+  let engine: Engine;
+  try {
+    options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, '') });
+    if (!options.redis) throw new Error('cmp-offload worker needs CMP_OFFLOAD_REDIS_URL');
+    if (!options.redis.signingKey) {
+      throw new Error('cmp-offload worker needs a signing key: set CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE');
+    }
+    const config = await readPluginConfig(options.configDirPath);
+    engine = { config, options, baseEnv: process.env };
+    await fs.rm(options.workRoot, { recursive: true, force: true });
+    await fs.mkdir(options.workRoot, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    return 1;
+  }
+  const ro = options.redis;
+  const signingKey = ro.signingKey!;
+  const queue = queueNameOf(socketFileName(engine.config));
+  const keys = new KeySpace(ro.prefix);
+  const onRedisError = (err: Error) => log.debug({ err: err.message }, 'redis connection error');
+
+  const redis = connectRedis(ro, 'command', onRedisError);
+  const processor = createProcessor({ engine, redis, keys, queue, specDigest: pluginSpecDigest(engine.config), signingKey, log });
+  const workerConnection = connectRedis(ro, 'blocking', onRedisError);
+  const worker = new Worker(queue, processor, {
+    connection: workerConnection,
+    prefix: ro.prefix,
+    name: os.hostname(),
+    concurrency: options.concurrency,
+    lockDuration: ro.lockDurationMs,
+    stalledInterval: ro.stalledIntervalMs,
+    maxStalledCount: 1,
+  });
+  worker.on('error', err => log.warn({ err: err.message }, 'worker error'));
+  worker.on('failed', (job, err) => log.info({ jobId: job?.id, attempts: job?.attemptsMade, err: err.message.slice(0, 500) }, 'job failed'));
+  // A job whose lock we lost will run elsewhere: stop our copy (BullMQ's documented pattern).
+  worker.on('lockRenewalFailed', ids => ids.forEach(id => worker.cancelJob(id, 'shutdown' satisfies AbortReason)));
+
+  const subscriber = connectRedis(ro, 'blocking', onRedisError);
+  subscriber.on('message', (_channel: string, raw: string) => {
+    const msg = parseCancel(raw);
+    if (msg?.queue === queue && worker.cancelJob(msg.jobId, msg.reason satisfies AbortReason)) {
+      log.info({ jobId: msg.jobId, reason: msg.reason }, 'job cancelled by its callers');
+    }
+  });
+  await subscriber.subscribe(keys.cancelChannel()).catch(err => log.warn({ err: (err as Error).message }, 'cancel channel not subscribed yet'));
+  // ioredis re-subscribes by itself after a reconnect.
+
+  log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency }, 'worker ready');
+
+  await new Promise<void>(resolve => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      log.info({ signal }, 'shutting down: no new jobs');
+      resolve();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+
+  const closing = worker.close();
+  const grace = new Promise<'timeout'>(resolve => setTimeout(() => resolve('timeout'), options.shutdownGraceMs).unref());
+  if ((await Promise.race([closing.then(() => 'done' as const), grace])) === 'timeout') {
+    log.warn('grace period over: cancelling running jobs (they will be retried)');
+    worker.cancelAllJobs('shutdown' satisfies AbortReason);
+    await terminateAll(5_000);
+    await Promise.race([closing, new Promise(resolve => setTimeout(resolve, 5_000).unref())]);
+  }
+  await terminateAll(5_000);
+  subscriber.disconnect();
+  workerConnection.disconnect();
+  redis.disconnect();
+  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(() => {});
+  log.info('stopped');
+  log.flush();
+  return 0;
+}

@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { status as Status } from '@grpc/grpc-js';
+import { UnrecoverableError, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Ctx } from '../cmp/context.js';
+import { canceled, CmpError, codeOf, deadlineExceeded, messageOf } from '../cmp/errors.js';
+import type { Logger } from '../cmp/log.js';
+import { executeRequest, type Engine } from '../cmp/plugin/execute.js';
+import { BlobMissingError, fetchBlob } from '../cmp/queue/blob-store.js';
+import { encodeFailure, InvalidJobError, requestOf, verifyJob, type JobData, type JobFailure, type JobReturn } from '../cmp/queue/job-contract.js';
+import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
+import { writeResult } from '../cmp/queue/result-store.js';
+import { countWaiters } from '../cmp/queue/waiters.js';
+
+/** Reasons given to `worker.cancelJob`: a caller's context error, or this worker going away. */
+export type AbortReason = 'deadline' | 'canceled' | 'shutdown';
+
+export interface ProcessorDeps {
+  engine: Engine;
+  /** Command connection for blobs, results and waiter counts. */
+  redis: Redis;
+  keys: KeySpace;
+  /** This worker's queue: the plugin name. */
+  queue: string;
+  specDigest: string;
+  signingKey: Buffer;
+  log: Logger;
+}
+
+/**
+ * The BullMQ processor: verify the job, refuse version skew, skip jobs nobody waits for, fetch
+ * the blob, run the same executor as standalone mode, store the result, return its key.
+ *
+ * Failure policy: whatever the plugin or the request caused (including a rejected job) fails
+ * at once with an UnrecoverableError carrying the signed text and code for the caller.
+ * Infrastructure trouble (Redis errors, this worker shutting down) throws a plain Error, so
+ * BullMQ retries the job, on this worker or another.
+ */
+export function createProcessor(deps: ProcessorDeps) {
+  const { engine, keys, signingKey, log } = deps;
+  const ttlMs = engine.options.cache.ttlMs;
+  const resultTtlMs = engine.options.redis!.resultTtlMs;
+
+  const fail = (jobId: string, f: JobFailure): UnrecoverableError =>
+    new UnrecoverableError(encodeFailure(signingKey, jobId, f));
+
+  // Three declared parameters: BullMQ passes the AbortSignal only to processors that take it.
+  return async function process(job: Job, _token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn> {
+    const jobId = job.id!;
+    let data: JobData;
+    try {
+      data = verifyJob(signingKey, job.data);
+    } catch (err) {
+      if (!(err instanceof InvalidJobError)) throw err;
+      log.warn({ jobId, reason: err.message }, 'rejected a job that does not verify; nothing was run');
+      throw fail(jobId, { code: Status.PERMISSION_DENIED, message: `cmp-offload: job rejected by the worker: ${err.message}`, canceled: false });
+    }
+    if (data.plugin !== deps.queue) {
+      throw fail(jobId, { code: Status.PERMISSION_DENIED, message: `cmp-offload: job for plugin ${data.plugin} rejected by a worker of ${deps.queue}`, canceled: false });
+    }
+    if (data.specDigest !== deps.specDigest) {
+      log.warn({ jobId, proxy: data.specDigest, worker: deps.specDigest }, 'plugin spec mismatch, job refused');
+      throw fail(jobId, {
+        code: Status.FAILED_PRECONDITION,
+        message:
+          `cmp-offload: plugin configuration mismatch between proxy and worker (version skew): the proxy's plugin.yaml of ` +
+          `${data.plugin} has spec digest ${data.specDigest}, the worker's has ${deps.specDigest}; roll out the same plugin.yaml to both`,
+        canceled: false,
+      });
+    }
+
+    const ac = new AbortController();
+    let shutdown = false;
+    const onAbort = () => {
+      const reason = signal?.reason as AbortReason | undefined;
+      shutdown = reason === 'shutdown';
+      ac.abort(reason === 'deadline' ? deadlineExceeded() : canceled());
+    };
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
+
+    // Not started when its callers are gone (cancelled while queued, or a stale retry).
+    const waiters = await countWaiters(deps.redis, keys.waiters(deps.queue, data.waitId));
+    if (waiters <= 0 || ac.signal.aborted) {
+      if (shutdown) throw new Error('cmp-offload: worker shutting down');
+      log.info({ jobId }, 'nobody waits for this job any more; not running it');
+      throw fail(jobId, { code: Status.CANCELLED, message: 'context canceled', canceled: true });
+    }
+
+    const tgzPath = path.join(engine.options.workRoot, `${randomUUID()}.tgz`);
+    try {
+      try {
+        await fetchBlob(deps.redis, keys, data.blob, data.size, tgzPath);
+      } catch (err) {
+        if (err instanceof BlobMissingError) throw fail(jobId, { code: err.code, message: err.message, canceled: false });
+        if (err instanceof CmpError) throw fail(jobId, { code: Status.DATA_LOSS, message: err.message, canceled: false });
+        throw new Error(`cmp-offload: fetching the tarball failed: ${messageOf(err)}`);
+      }
+      const ctx: Ctx = { signal: ac.signal, deadline: undefined };
+      const started = Date.now();
+      let result;
+      try {
+        result = await executeRequest(engine, requestOf(data), tgzPath, ctx);
+      } catch (err) {
+        if (shutdown) throw new Error('cmp-offload: worker shutting down');
+        throw fail(jobId, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });
+      }
+      const key =
+        data.cacheKey !== null ? keys.cacheEntry(data.plugin, appNameOf(data.env), data.cacheKey) : keys.result(deps.queue, jobId);
+      await writeResult(deps.redis, signingKey, key, result, data.cacheKey !== null ? ttlMs : resultTtlMs);
+      log.info({ jobId, kind: data.kind, ms: Date.now() - started }, 'job done');
+      return { key };
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      await fs.rm(tgzPath, { force: true });
+    }
+  };
+}
