@@ -81,8 +81,8 @@ export function verifyJob(key: Buffer, raw: unknown): JobData {
     return v;
   };
   if (d.v !== 1) throw new InvalidJobError('unsupported job version');
-  const sig = str('sig');
-  if (!/^[0-9a-f]{64}$/.test(sig)) throw new InvalidJobError('job is not signed');
+  const sig = typeof d.sig === 'string' && HEX64.test(d.sig) ? d.sig : undefined;
+  if (sig === undefined) throw new InvalidJobError('job is not signed');
   const kind = str('kind') as RpcKind;
   if (!KINDS.includes(kind)) throw new InvalidJobError('job field kind is invalid');
   if (!Array.isArray(d.env) || !d.env.every(e => e && typeof e.name === 'string' && typeof e.value === 'string')) {

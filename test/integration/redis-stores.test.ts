@@ -1,0 +1,111 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Redis } from 'ioredis';
+import { compileOptions, type RedisOptions } from '../../cmp/config/options.js';
+import { BlobMissingError, fetchBlob, storeBlob } from '../../cmp/queue/blob-store.js';
+import { cacheStats, purgeCache } from '../../cmp/queue/cache-admin.js';
+import { KeySpace } from '../../cmp/queue/keys.js';
+import { connectRedis } from '../../cmp/queue/redis-connection.js';
+import { readResult, writeResult } from '../../cmp/queue/result-store.js';
+import { countWaiters, joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
+import { startRedis, type RedisServer } from '../helpers/redis-server.js';
+
+let server: RedisServer;
+let redis: Redis;
+let ro: RedisOptions;
+const keys = new KeySpace('{cmp-test}');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-stores-'));
+const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
+
+before(async () => {
+  server = await startRedis();
+  ro = compileOptions({ CMP_OFFLOAD_REDIS_URL: server.url, CMP_OFFLOAD_SIGNING_KEY: KEY.toString() }).redis!;
+  redis = connectRedis(ro, 'command');
+  await new Promise(resolve => redis.once('ready', resolve));
+});
+
+after(async () => {
+  redis.disconnect();
+  await server.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function tarball(bytes: number): { file: string; sha: string } {
+  const data = randomBytes(bytes);
+  const file = path.join(dir, `${randomBytes(4).toString('hex')}.tgz`);
+  fs.writeFileSync(file, data);
+  return { file, sha: createHash('sha256').update(data).digest('hex') };
+}
+
+test('a blob larger than one chunk is stored in pieces and fetched back byte for byte', async () => {
+  const { file, sha } = tarball(3 * 1024 * 1024 + 17);
+  assert.equal(await storeBlob(redis, keys, sha, file, 60_000), true);
+  const out = path.join(dir, 'fetched.tgz');
+  await fetchBlob(redis, keys, sha, fs.statSync(file).size, out);
+  assert.ok(fs.readFileSync(out).equals(fs.readFileSync(file)));
+  assert.equal((await redis.keys('{cmp-test}:blob-upload:*')).length, 0, 'upload keys are renamed away');
+});
+
+test('the same content sent by N concurrent requests is stored as one blob, with a TTL', async () => {
+  const { file, sha } = tarball(200_000);
+  const uploaded = await Promise.all(Array.from({ length: 5 }, () => storeBlob(redis, keys, sha, file, 30_000)));
+  assert.ok(uploaded.filter(Boolean).length >= 1);
+  assert.equal(await storeBlob(redis, keys, sha, file, 30_000), false, 'an existing blob is not uploaded again');
+  assert.deepEqual(await redis.keys(`{cmp-test}:blob:${sha}`), [`{cmp-test}:blob:${sha}`]);
+  const ttl = await redis.pttl(keys.blob(sha));
+  assert.ok(ttl > 0 && ttl <= 30_000, `ttl ${ttl}`);
+  assert.equal(await redis.strlen(keys.blob(sha)), 200_000);
+});
+
+test('a blob expires after its TTL and then fetching it fails as missing', async () => {
+  const { file, sha } = tarball(1000);
+  await storeBlob(redis, keys, sha, file, 200);
+  await new Promise(r => setTimeout(r, 400));
+  await assert.rejects(fetchBlob(redis, keys, sha, 1000, path.join(dir, 'gone.tgz')), BlobMissingError);
+});
+
+test('a blob whose bytes were replaced in Redis is refused', async () => {
+  const { file, sha } = tarball(1000);
+  await storeBlob(redis, keys, sha, file, 60_000);
+  await redis.setrange(keys.blob(sha), 10, 'tampered');
+  await assert.rejects(fetchBlob(redis, keys, sha, 1000, path.join(dir, 'bad.tgz')), /does not match its checksum/);
+});
+
+test('waiter counts go up and down, vanish at zero, and expire', async () => {
+  const k = keys.waiters('p', 'a'.repeat(64));
+  assert.equal(await joinWaiters(redis, k, 60_000), 1);
+  assert.equal(await joinWaiters(redis, k, 60_000), 2);
+  assert.equal(await leaveWaiters(redis, k), 1);
+  assert.equal(await countWaiters(redis, k), 1);
+  assert.equal(await leaveWaiters(redis, k), 0);
+  assert.equal(await redis.exists(k), 0);
+  await joinWaiters(redis, k, 100);
+  await new Promise(r => setTimeout(r, 250));
+  assert.equal(await countWaiters(redis, k), 0);
+});
+
+test('cache stats count entries per plugin, and purge selects by app, by plugin, or all', async () => {
+  const result = { kind: 'generate' as const, manifests: ['{"a":1}'] };
+  const write = (plugin: string, app: string, n: number) =>
+    writeResult(redis, KEY, keys.cacheEntry(plugin, app, n.toString(16).padStart(64, '0')), result, 60_000);
+  await write('p1', 'app-a', 1);
+  await write('p1', 'app-b', 2);
+  await write('p2', 'app-a', 3);
+  await write('p2', 'app:c', 4);
+  const stats = await cacheStats(redis, keys);
+  assert.equal(stats.entries, 4);
+  assert.deepEqual(stats.byPlugin, { p1: 2, p2: 2 });
+  assert.ok(stats.blobs >= 1);
+  assert.equal(await purgeCache(redis, keys, { app: 'app-a' }), 2);
+  assert.equal(await purgeCache(redis, keys, { plugin: 'p1' }), 1);
+  const other = new KeySpace('{other-install}');
+  await writeResult(redis, KEY, other.cacheEntry('p1', 'x', 'f'.repeat(64)), result, 60_000);
+  assert.equal(await purgeCache(redis, keys, {}), 1, 'only this prefix is purged');
+  assert.equal((await cacheStats(redis, other)).entries, 1);
+  const r = await readResult(redis, KEY, other.cacheEntry('p1', 'x', 'f'.repeat(64)));
+  assert.deepEqual(r, { found: result });
+});
