@@ -57,6 +57,9 @@ export async function runProxy(argv: string[]): Promise<number> {
   const dispatcher: Dispatcher = options.redis
     ? new QueueDispatcher({ engine, pluginName, specDigest, log })
     : new LocalDispatcher(engine);
+  if (dispatcher instanceof QueueDispatcher && !(await dispatcher.waitReady(options.redis!.timeoutMs))) {
+    log.warn('Redis is not reachable yet; requests fail with UNAVAILABLE until it is');
+  }
   const inflight = new Set<Promise<unknown>>();
   const server = buildGrpcServer({ engine, pluginName, specDigest, dispatcher, inflight });
 

@@ -83,6 +83,11 @@ export async function runWorker(argv: string[]): Promise<number> {
   await subscriber.subscribe(keys.cancelChannel()).catch(err => log.warn({ err: (err as Error).message }, 'cancel channel not subscribed yet'));
   // ioredis re-subscribes by itself after a reconnect.
 
+  const connected = await Promise.race([
+    worker.waitUntilReady().then(() => true, () => false),
+    new Promise<boolean>(resolve => setTimeout(() => resolve(false), ro.timeoutMs).unref()),
+  ]);
+  if (!connected) log.warn({ redis: redactedUrl(ro.url) }, 'Redis is not reachable yet; jobs are fetched once it is');
   log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency }, 'worker ready');
 
   await new Promise<void>(resolve => {

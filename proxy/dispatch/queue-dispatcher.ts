@@ -85,6 +85,17 @@ export class QueueDispatcher implements Dispatcher {
     this.waiter = new JobWaiter(this.queue, this.events, this.redis);
   }
 
+  /**
+   * Wait up to `ms` for Redis and the events reader, so that the first requests after start do
+   * not fail while the connections are still being made. False when Redis is not there (yet):
+   * the proxy serves anyway and answers UNAVAILABLE until it is.
+   */
+  async waitReady(ms: number): Promise<boolean> {
+    const redisReady = new Promise<void>(resolve => (this.redis.status === 'ready' ? resolve() : this.redis.once('ready', () => resolve())));
+    const ready = Promise.all([redisReady, this.events.waitUntilReady()]).then(() => true);
+    return withTimeout(ready, ms, () => new Error('timeout')).catch(() => false);
+  }
+
   /** Requests this proxy has queued or running now. */
   get inFlight(): number {
     return this.inflight;
