@@ -334,12 +334,150 @@ export type JsonValueScan =
   | { kind: 'unexpected-eof' }
   | { kind: 'syntax'; message: string; offset: number };
 
+const FAST_FAIL = -1;
+
+function skipWs(b: Uint8Array, i: number): number {
+  const n = b.length;
+  while (i < n) {
+    const c = b[i]!;
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
+    i++;
+  }
+  return i;
+}
+
+/** End of the string whose opening quote is at `i`, or FAST_FAIL. */
+function fastString(b: Uint8Array, i: number): number {
+  const n = b.length;
+  let j = i + 1;
+  while (j < n) {
+    const c = b[j]!;
+    if (c === 0x22) return j + 1;
+    if (c < 0x20) return FAST_FAIL;
+    if (c === 0x5c) {
+      const e = b[j + 1];
+      if (e === 0x75) {
+        for (let k = 2; k < 6; k++) if (j + k >= n || !isHex(b[j + k]!)) return FAST_FAIL;
+        j += 6;
+        continue;
+      }
+      if (e !== 0x22 && e !== 0x5c && e !== 0x2f && e !== 0x62 && e !== 0x66 && e !== 0x6e && e !== 0x72 && e !== 0x74) {
+        return FAST_FAIL;
+      }
+      j += 2;
+      continue;
+    }
+    j++;
+  }
+  return FAST_FAIL;
+}
+
+function digitsFrom(b: Uint8Array, i: number): number {
+  while (i < b.length && b[i]! >= 0x30 && b[i]! <= 0x39) i++;
+  return i;
+}
+
+/** End of the number starting at `i` (Go's grammar), or FAST_FAIL. */
+function fastNumber(b: Uint8Array, i: number): number {
+  if (b[i] === 0x2d) i++;
+  const c = b[i];
+  if (c === 0x30) i++;
+  else if (c !== undefined && c >= 0x31 && c <= 0x39) i = digitsFrom(b, i + 1);
+  else return FAST_FAIL;
+  if (b[i] === 0x2e) {
+    const j = digitsFrom(b, i + 1);
+    if (j === i + 1) return FAST_FAIL;
+    i = j;
+  }
+  if (b[i] === 0x65 || b[i] === 0x45) {
+    i++;
+    if (b[i] === 0x2b || b[i] === 0x2d) i++;
+    const j = digitsFrom(b, i);
+    if (j === i) return FAST_FAIL;
+    i = j;
+  }
+  return i;
+}
+
+function fastLiteral(b: Uint8Array, i: number, lit: string): number {
+  for (let k = 0; k < lit.length; k++) if (b[i + k] !== lit.charCodeAt(k)) return FAST_FAIL;
+  return i + lit.length;
+}
+
+/**
+ * Tight-loop validation of the next value: its end, or FAST_FAIL for anything unusual (a
+ * syntax error, EOF inside the value, extreme depth), which the exact Go state machine then explains.
+ */
+function fastScan(b: Uint8Array, start: number): number {
+  let i = start;
+  const stack: boolean[] = []; // true = object
+  for (;;) {
+    // A value at i.
+    const c = b[i];
+    if (c === 0x7b || c === 0x5b) {
+      const isObject = c === 0x7b;
+      i = skipWs(b, i + 1);
+      if (b[i] === (isObject ? 0x7d : 0x5d)) {
+        i++;
+      } else {
+        if (stack.length >= MAX_NESTING_DEPTH - 1) return FAST_FAIL;
+        stack.push(isObject);
+        if (isObject) {
+          if (b[i] !== 0x22) return FAST_FAIL;
+          i = fastString(b, i);
+          if (i < 0) return FAST_FAIL;
+          i = skipWs(b, i);
+          if (b[i] !== 0x3a) return FAST_FAIL;
+          i = skipWs(b, i + 1);
+        }
+        continue;
+      }
+    } else if (c === 0x22) i = fastString(b, i);
+    else if (c === 0x2d || (c !== undefined && c >= 0x30 && c <= 0x39)) i = fastNumber(b, i);
+    else if (c === 0x74) i = fastLiteral(b, i, 'true');
+    else if (c === 0x66) i = fastLiteral(b, i, 'false');
+    else if (c === 0x6e) i = fastLiteral(b, i, 'null');
+    else return FAST_FAIL;
+    if (i < 0) return FAST_FAIL;
+    // After a value: close containers until another value is due.
+    for (;;) {
+      if (stack.length === 0) return i;
+      i = skipWs(b, i);
+      const d = b[i];
+      const inObject = stack[stack.length - 1]!;
+      if (d === 0x2c) {
+        i = skipWs(b, i + 1);
+        if (inObject) {
+          if (b[i] !== 0x22) return FAST_FAIL;
+          i = fastString(b, i);
+          if (i < 0) return FAST_FAIL;
+          i = skipWs(b, i);
+          if (b[i] !== 0x3a) return FAST_FAIL;
+          i = skipWs(b, i + 1);
+        }
+        break;
+      }
+      if (d !== (inObject ? 0x7d : 0x5d)) return FAST_FAIL;
+      stack.pop();
+      i++;
+    }
+  }
+}
+
 /**
  * What Go's `json.Decoder.Decode` does for the next value in `buf` starting at `pos`: the value's byte
  * range (leading whitespace excluded), clean EOF (only whitespace left), `unexpected EOF`, or a
  * `*json.SyntaxError` whose offset counts bytes from the start of `buf` (the decoder's stream offset).
  */
 export function scanJsonValue(buf: Uint8Array, pos: number): JsonValueScan {
+  const start = skipWs(buf, pos);
+  if (start >= buf.length) return { kind: 'eof' };
+  const end = fastScan(buf, start);
+  if (end >= 0) return { kind: 'value', start, end };
+  return exactScan(buf, pos);
+}
+
+function exactScan(buf: Uint8Array, pos: number): JsonValueScan {
   const s = new Scanner();
   const len = buf.length;
   let start = -1;

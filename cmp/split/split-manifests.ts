@@ -61,12 +61,15 @@ function consumeWhitespace(buf: Uint8Array, pos: number): number | undefined {
   }
 }
 
-const GO_SPACE = '[\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
-const GO_TRIM = new RegExp(`^${GO_SPACE}+|${GO_SPACE}+$`, 'g');
+const GO_SPACE = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
 
 /** Go's strings.TrimSpace (JS trim() also strips U+FEFF and keeps U+0085). */
 function goTrimSpace(s: string): string {
-  return s.replace(GO_TRIM, '');
+  let a = 0;
+  let b = s.length;
+  while (a < b && GO_SPACE.test(s[a]!)) a++;
+  while (b > a && GO_SPACE.test(s[b - 1]!)) b--;
+  return a === 0 && b === s.length ? s : s.slice(a, b);
 }
 
 /** apimachinery's YAMLReader: yields document chunks split on `---` lines (cmp-contract §11.3). */
