@@ -92,6 +92,7 @@ type Phase = 'fixed' | 'extraLen' | 'extra' | 'name' | 'comment' | 'hcrc' | 'bod
  */
 export class GoGunzip {
   private phase: Phase = 'fixed';
+  private stopped = false;
   private member = 0;
   private total = 0;
   private readonly small = Buffer.alloc(MAX_HEADER_STRING);
@@ -118,7 +119,7 @@ export class GoGunzip {
   push(buf: Buffer): void {
     let i = 0;
     this.total += buf.length;
-    while (i < buf.length) {
+    while (i < buf.length && !this.stopped) {
       switch (this.phase) {
         case 'fixed':
         case 'extraLen':
@@ -159,6 +160,14 @@ export class GoGunzip {
     const first = this.inFirstHeader();
     this.close();
     throw new GzipError(UNEXPECTED_EOF, first);
+  }
+
+  /**
+   * The consumer has read all it wants: ignore the rest (Go's tar reader never reads past the
+   * end-of-archive blocks, so a bad trailer or trailing garbage after them goes unnoticed).
+   */
+  stop(): void {
+    this.stopped = true;
   }
 
   /** Release the native inflater early (after an error or when the consumer stops reading). */

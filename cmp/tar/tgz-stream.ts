@@ -15,7 +15,9 @@ export class TgzStream {
   constructor(visitor: TarVisitor, limits: TarLimits) {
     this.tar = new GoTarReader(visitor, limits);
     this.gunzip = new GoGunzip(chunk => {
-      if (!this.tar.done) this.tar.push(chunk);
+      if (this.tar.done) return;
+      this.tar.push(chunk);
+      if (this.tar.done) this.gunzip.stop();
     });
   }
 

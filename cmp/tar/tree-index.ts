@@ -1,0 +1,252 @@
+import { createHash, type Hash } from 'node:crypto';
+import type { GlobFs } from '../discover/glob-fs.js';
+import type { TarHeader, TarVisitor } from './go-tar-reader.js';
+import { TgzStream } from './tgz-stream.js';
+import { TreeGlobFs } from './tree-glob-fs.js';
+
+/** One path of the tree as extraction would leave it. */
+export interface TreeEntry {
+  /** Relative to the extraction root, cleaned (`a/b.txt`). */
+  path: string;
+  type: 'file' | 'dir' | 'symlink';
+  /**
+   * Permission bits the path gets when `preserveFileMode` is on: the header mode & 0o777 of
+   * the entry that created it (0o755 for parents created for a file), kept on overwrite.
+   */
+  mode: number;
+  /** Content size of files. */
+  size: number;
+  /** Hex sha256 of the content of files. */
+  sha256?: string;
+  /** Raw link name of symlinks (before Argo re-roots and relativises it). */
+  linkTarget?: string;
+}
+
+/** What the proxy knows about a tarball without extracting it. */
+export interface TreeIndex {
+  /** The final tree, implicit parent directories included (last entry wins on duplicates). */
+  readonly entries: ReadonlyMap<string, TreeEntry>;
+  /**
+   * True when extraction is a pure function of `entries`: no symlinks, no duplicate paths,
+   * no path conflicts (a file where a directory is needed or the reverse), no ignored
+   * entry types, no name leaving the root. Only then may discovery be answered from the index.
+   */
+  readonly simple: boolean;
+  /**
+   * sha256 hex over a versioned encoding of the tree: paths, types, content digests, link
+   * targets and, only with `preserveFileMode`, permission bits; not mtimes, owners or entry
+   * order. For a non-simple archive the ordered entry list is digested instead, so two
+   * archives that could extract differently never share a digest.
+   */
+  contentDigest(preserveFileMode: boolean): string;
+  /** A read-only view of the tree as if extracted at the absolute path `root`. */
+  globFs(root: string): GlobFs;
+}
+
+const BATCH = 64 * 1024;
+const VERSION = 'cmp-offload/tree-digest/v1';
+
+/**
+ * Builds a {@link TreeIndex} from the raw gzip bytes as they arrive, with the extractor's
+ * parser, limits and error texts. `write` never throws: the first error is kept in `error`,
+ * later input is dropped, and `end()` rejects with it. Memory holds the index only (O(entries)).
+ */
+export class TreeIndexer {
+  private readonly builder = new TreeBuilder();
+  private readonly stream: TgzStream;
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private failure: Error | undefined;
+
+  constructor(opts: { maxExtractedBytes: number; maxEntries: number }) {
+    this.stream = new TgzStream(this.builder, opts);
+  }
+
+  /** The first parse or limit error, if any. */
+  get error(): Error | undefined {
+    return this.failure;
+  }
+
+  write(chunk: Buffer): void {
+    if (this.failure || this.stream.done) return;
+    this.pending.push(chunk);
+    this.pendingBytes += chunk.length;
+    if (this.pendingBytes >= BATCH) this.flush();
+  }
+
+  end(): Promise<TreeIndex> {
+    this.flush();
+    if (!this.failure) this.guard(() => this.stream.finish());
+    this.stream.close();
+    return this.failure ? Promise.reject(this.failure) : Promise.resolve(this.builder.build());
+  }
+
+  private flush(): void {
+    if (this.pendingBytes === 0) return;
+    const batch = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes);
+    this.pending = [];
+    this.pendingBytes = 0;
+    if (!this.failure && !this.stream.done) this.guard(() => this.stream.push(batch));
+  }
+
+  private guard(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.failure = err instanceof Error ? err : new Error(String(err));
+      this.stream.close();
+    }
+  }
+}
+
+/** Splits a tar name the way clean(join(D, name)) places it; undefined when it leaves D or is D. */
+function relativePath(name: string): string | undefined {
+  const parts: string[] = [];
+  for (const c of name.split('/')) {
+    if (c === '' || c === '.') continue;
+    if (c === '..') {
+      if (parts.length === 0) return undefined;
+      parts.pop();
+    } else parts.push(c);
+  }
+  return parts.length === 0 ? undefined : parts.join('/');
+}
+
+function parentOf(p: string): string {
+  const i = p.lastIndexOf('/');
+  return i < 0 ? '' : p.slice(0, i);
+}
+
+/** Replays the extraction on an in-memory tree. */
+class TreeBuilder implements TarVisitor {
+  private readonly nodes = new Map<string, TreeEntry>();
+  private readonly children = new Map<string, Set<string>>([['', new Set()]]);
+  private readonly explicit = new Set<string>();
+  private simple = true;
+  private readonly ordered: [Hash, Hash] = [createHash('sha256'), createHash('sha256')];
+  private file: { entry: TreeEntry | undefined; hash: Hash; size: number; line: unknown[] } | undefined;
+
+  constructor() {
+    this.ordered[0].update(`${VERSION}\nordered\nnomodes\n`);
+    this.ordered[1].update(`${VERSION}\nordered\nmodes\n`);
+  }
+
+  entry(h: TarHeader): boolean {
+    if (h.name === '.' || h.name === './') return false;
+    const rel = relativePath(h.name);
+    const line: unknown[] = [rel ?? h.name, h.typeflag, h.linkname, h.mode & 0o777];
+    if (rel === undefined) this.simple = false;
+    else if (this.explicit.has(rel)) this.simple = false;
+    else this.explicit.add(rel);
+    if (rel !== undefined && h.typeflag === '0') {
+      this.file = { entry: this.createFile(rel, h.mode & 0o777), hash: createHash('sha256'), size: 0, line };
+      return true;
+    }
+    if (h.typeflag === '0') {
+      this.file = { entry: undefined, hash: createHash('sha256'), size: 0, line };
+      return true;
+    }
+    if (rel !== undefined && h.typeflag === '5') this.mkdirAll(rel, h.mode & 0o777);
+    else if (rel !== undefined && h.typeflag === '2') this.symlink(rel, h.linkname, h.mode & 0o777);
+    else this.simple = false;
+    this.digestLine(line);
+    return false;
+  }
+
+  data(chunk: Buffer): void {
+    this.file!.hash.update(chunk);
+    this.file!.size += chunk.length;
+  }
+
+  end(): void {
+    const f = this.file!;
+    this.file = undefined;
+    const sha256 = f.hash.digest('hex');
+    if (f.entry) {
+      f.entry.sha256 = sha256;
+      f.entry.size = f.size;
+    }
+    this.digestLine([...f.line, sha256]);
+  }
+
+  build(): TreeIndex {
+    const { nodes, children, simple } = this;
+    const ordered = this.ordered.map(h => h.digest('hex'));
+    const digests = new Map<boolean, string>();
+    return {
+      entries: nodes,
+      simple,
+      contentDigest(preserveFileMode: boolean): string {
+        if (!simple) return ordered[preserveFileMode ? 1 : 0]!;
+        let d = digests.get(preserveFileMode);
+        if (d === undefined) {
+          d = sortedDigest(nodes, preserveFileMode);
+          digests.set(preserveFileMode, d);
+        }
+        return d;
+      },
+      globFs: (root: string) => new TreeGlobFs(root, nodes, children),
+    };
+  }
+
+  private digestLine(line: unknown[]): void {
+    const [path, type, link, mode, sha = ''] = line;
+    this.ordered[0].update(JSON.stringify([path, type, link, null, sha]) + '\n');
+    this.ordered[1].update(JSON.stringify([path, type, link, mode, sha]) + '\n');
+  }
+
+  private add(entry: TreeEntry): TreeEntry {
+    this.nodes.set(entry.path, entry);
+    const parent = parentOf(entry.path);
+    this.children.get(parent)!.add(entry.path.slice(parent === '' ? 0 : parent.length + 1));
+    if (entry.type === 'dir') this.children.set(entry.path, new Set());
+    return entry;
+  }
+
+  /** os.MkdirAll on the tree; false (and not simple) when a non-directory is in the way. */
+  private mkdirAll(rel: string, mode: number): boolean {
+    let at = 0;
+    for (;;) {
+      const slash = rel.indexOf('/', at);
+      const prefix = slash < 0 ? rel : rel.slice(0, slash);
+      const node = this.nodes.get(prefix);
+      if (!node) this.add({ path: prefix, type: 'dir', mode, size: 0 });
+      else if (node.type !== 'dir') {
+        this.simple = false;
+        return false;
+      }
+      if (slash < 0) return true;
+      at = slash + 1;
+    }
+  }
+
+  private createFile(rel: string, mode: number): TreeEntry | undefined {
+    const parent = parentOf(rel);
+    if (parent !== '' && !this.mkdirAll(parent, 0o755)) return undefined;
+    const node = this.nodes.get(rel);
+    if (!node) return this.add({ path: rel, type: 'file', mode, size: 0 });
+    this.simple = false;
+    // An existing file is overwritten and keeps its mode; a directory or symlink is not replaced.
+    return node.type === 'file' ? node : undefined;
+  }
+
+  private symlink(rel: string, linkname: string, mode: number): void {
+    this.simple = false;
+    const parent = parentOf(rel);
+    const parentNode = parent === '' ? undefined : this.nodes.get(parent);
+    if (this.nodes.has(rel) || (parent !== '' && parentNode?.type !== 'dir')) return;
+    this.add({ path: rel, type: 'symlink', mode, size: 0, linkTarget: linkname });
+  }
+}
+
+function sortedDigest(nodes: ReadonlyMap<string, TreeEntry>, preserveFileMode: boolean): string {
+  const hash = createHash('sha256');
+  hash.update(`${VERSION}\nsorted\n${preserveFileMode ? 'modes' : 'nomodes'}\n`);
+  const paths = [...nodes.keys()].sort();
+  for (const p of paths) {
+    const e = nodes.get(p)!;
+    const line = [p, e.type, e.sha256 ?? e.linkTarget ?? '', preserveFileMode ? e.mode : null];
+    hash.update(JSON.stringify(line) + '\n');
+  }
+  return hash.digest('hex');
+}
