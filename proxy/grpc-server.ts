@@ -44,7 +44,7 @@ export function buildGrpcServer(deps: StreamingRpcDeps): grpc.Server {
     getParametersAnnouncement: streamingRpc<ParametersAnnouncementResponse>(deps, 'parameters', r => ({
       parameterAnnouncements: (r as Extract<PluginResult, { kind: 'parameters' }>).parameterAnnouncements,
     })),
-    checkPluginConfiguration: (_call, cb: grpc.sendUnaryData<CheckPluginConfigurationResponse>) =>
+    checkPluginConfiguration: (_call: unknown, cb: grpc.sendUnaryData<CheckPluginConfigurationResponse>) =>
       cb(null, { isDiscoveryConfigured: discoveryConfigured(config), provideGitCreds: config.spec.provideGitCreds }),
   });
   const pkg = protoLoader.loadSync(['cmpserver/plugin/plugin.proto', 'health/v1/health.proto'], {

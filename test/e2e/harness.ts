@@ -1,0 +1,86 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { startDistributed } from '../helpers/distributed.js';
+import { startProxy } from '../helpers/proxy-process.js';
+
+export type Mode = 'standalone' | 'distributed';
+
+function haveRedis(): boolean {
+  try {
+    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The modes every end-to-end suite runs in: the same tests, the same expected bytes.
+ * CMP_OFFLOAD_E2E_MODES narrows it (e.g. `standalone` on a machine without redis-server).
+ */
+export const MODES: Mode[] = (process.env.CMP_OFFLOAD_E2E_MODES ?? 'standalone,distributed')
+  .split(',')
+  .filter((m): m is Mode => m === 'standalone' || (m === 'distributed' && haveRedis()));
+
+export interface CmpServer {
+  mode: Mode;
+  socketPath: string;
+  /** Every `_cmp_server` work root in play (proxy, and workers in distributed mode). */
+  workRoots: string[];
+  stderr(): string;
+  /** Stop everything; resolves with the proxy's exit code. */
+  stop(): Promise<number | null>;
+}
+
+export interface ServerOptions {
+  pluginYaml: string;
+  socketName: string;
+  /** Env for every process (proxy and workers). */
+  env?: Record<string, string>;
+  files?: Record<string, string>;
+  /** Distributed mode: worker processes (default 2). */
+  workers?: number;
+}
+
+/** Start a CMP server in the given mode: a standalone proxy, or proxy + Redis + workers. */
+export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServer> {
+  if (mode === 'standalone') {
+    const proxy = await startProxy(opts);
+    return { mode, socketPath: proxy.socketPath, workRoots: [proxy.workRoot], stderr: proxy.stderr, stop: () => proxy.stop() };
+  }
+  const d = await startDistributed({ ...opts, workers: opts.workers ?? 2 });
+  return {
+    mode,
+    socketPath: d.proxy.socketPath,
+    workRoots: [d.proxy.workRoot, ...d.workers.map(w => path.join(w.base, 'work', '_cmp_server'))],
+    stderr: () => [d.proxy.stderr(), ...d.workers.map(w => w.stderr())].join('\n'),
+    async stop() {
+      const code = await d.proxy.stop();
+      await d.stop();
+      return code;
+    },
+  };
+}
+
+/** Entries left in the work roots (should be none between requests). */
+export function leftovers(server: CmpServer): string[] {
+  return server.workRoots.flatMap(root => (fs.existsSync(root) ? fs.readdirSync(root).map(n => path.join(root, n)) : []));
+}
+
+/** Wait until `check` holds (polling), or fail after `timeoutMs`. */
+export async function eventually(check: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise(r => setTimeout(r, 25));
+  }
+}
+
+/** A plugin.yaml with the given `spec` lines (YAML, indented 2). */
+export function pluginYaml(name: string, spec: string): string {
+  return `apiVersion: argoproj.io/v1alpha1\nkind: ConfigManagementPlugin\nmetadata:\n  name: ${name}\nspec:\n${spec
+    .split('\n')
+    .map(l => `  ${l}`)
+    .join('\n')}\n`;
+}
