@@ -23,15 +23,18 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** Extra files for the config dir. */
   files?: Record<string, string>;
+  /** Use these directories instead of fresh ones under the temp base. */
+  socketDir?: string;
+  workDir?: string;
 }
 
 /** Start `bin/cmp-offload proxy` on a temp socket like a sidecar would, and wait until it listens. */
 export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-e2e-'));
   const configDir = path.join(base, 'config');
-  const socketDir = path.join(base, 'plugins');
-  const workDir = path.join(base, 'work');
-  for (const d of [configDir, socketDir, workDir]) fs.mkdirSync(d);
+  const socketDir = opts.socketDir ?? path.join(base, 'plugins');
+  const workDir = opts.workDir ?? path.join(base, 'work');
+  for (const d of [configDir, socketDir, workDir]) fs.mkdirSync(d, { recursive: true });
   fs.writeFileSync(path.join(configDir, 'plugin.yaml'), opts.pluginYaml);
   for (const [name, text] of Object.entries(opts.files ?? {})) fs.writeFileSync(path.join(configDir, name), text);
   const socketPath = path.join(socketDir, opts.socketName);
@@ -49,7 +52,14 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>(resolve => proc.once('exit', code => resolve(code)));
   const deadline = Date.now() + 15_000;
-  while (!fs.existsSync(socketPath)) {
+  const listening = () => {
+    try {
+      return fs.statSync(socketPath).isSocket();
+    } catch {
+      return false;
+    }
+  };
+  while (!listening()) {
     if (proc.exitCode !== null || Date.now() > deadline) {
       proc.kill('SIGKILL');
       fs.rmSync(base, { recursive: true, force: true });
