@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
@@ -47,15 +48,12 @@ export function buildGrpcServer(deps: StreamingRpcDeps): grpc.Server {
     checkPluginConfiguration: (_call: unknown, cb: grpc.sendUnaryData<CheckPluginConfigurationResponse>) =>
       cb(null, { isDiscoveryConfigured: discoveryConfigured(config), provideGitCreds: config.spec.provideGitCreds }),
   });
-  const pkg = protoLoader.loadSync(['cmpserver/plugin/plugin.proto', 'health/v1/health.proto'], {
-    includeDirs: [protoDir(), HEALTH_PROTO_DIR],
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  });
-  addHealthService(server, pkg);
-  new ReflectionService(pkg).addToServer(server);
+  const loaderOptions = { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true };
+  const health = protoLoader.loadSync('health/v1/health.proto', { ...loaderOptions, includeDirs: [HEALTH_PROTO_DIR] });
+  addHealthService(server, health);
+  // From buf's descriptor set, so that reflection names the files as Argo's do
+  // (`cmpserver/plugin/plugin.proto`); proto-loader's .proto parsing keeps only base names.
+  const contract = protoLoader.loadFileDescriptorSetFromBuffer(fs.readFileSync(path.join(protoDir(), 'descriptor.binpb')), loaderOptions);
+  new ReflectionService({ ...contract, ...health }).addToServer(server);
   return server;
 }
