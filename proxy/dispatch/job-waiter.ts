@@ -1,4 +1,4 @@
-import type { Queue, QueueEvents } from 'bullmq';
+import type { Job, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 
 /** How a job ended, as far as a waiting proxy is concerned. */
@@ -29,7 +29,7 @@ export class JobWaiter {
   private polling = false;
 
   constructor(
-    private readonly queue: Queue,
+    private readonly getJob: (jobId: string) => Promise<Job | undefined>,
     events: QueueEvents,
     private readonly redis: Redis,
   ) {
@@ -63,7 +63,7 @@ export class JobWaiter {
   async check(jobId: string): Promise<void> {
     let end: JobEnd | undefined;
     try {
-      const job = await this.queue.getJob(jobId);
+      const job = await this.getJob(jobId);
       if (!job) end = { state: 'removed' };
       else if (job.finishedOn && job.failedReason !== undefined && (await job.isFailed())) {
         end = { state: 'failed', reason: job.failedReason };

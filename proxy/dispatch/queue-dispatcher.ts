@@ -58,7 +58,7 @@ export class QueueDispatcher implements Dispatcher {
   private readonly keys: KeySpace;
   private readonly redis: Redis;
   private readonly eventsConnection: Redis;
-  private readonly queue: Queue;
+  private queue: Promise<Queue> | undefined;
   private readonly events: QueueEvents;
   private readonly waiter: JobWaiter;
   private readonly uploads = new Map<string, Promise<boolean>>();
@@ -73,16 +73,32 @@ export class QueueDispatcher implements Dispatcher {
     const onError = (err: Error) => deps.log.debug({ err: err.message }, 'redis connection error');
     this.redis = connectRedis(ro, 'command', onError);
     this.eventsConnection = connectRedis(ro, 'blocking', onError);
-    this.queue = new Queue(deps.pluginName, {
-      connection: this.redis,
-      prefix: ro.prefix,
-      streams: { events: { maxLen: EVENTS_MAX_LEN } },
-      skipWaitingForReady: true,
-    });
-    this.queue.on('error', onError);
     this.events = new QueueEvents(deps.pluginName, { connection: this.eventsConnection, prefix: ro.prefix });
     this.events.on('error', onError);
-    this.waiter = new JobWaiter(this.queue, this.events, this.redis);
+    this.waiter = new JobWaiter(async jobId => (await this.getQueue()).getJob(jobId), this.events, this.redis);
+  }
+
+  /**
+   * The BullMQ Queue on the fail-fast connection. It is made once that connection is up: its
+   * initialisation sends a command, which a connection without offline queue refuses while
+   * connecting. A failed initialisation is dropped, so the next request tries again.
+   */
+  private getQueue(): Promise<Queue> {
+    if (!this.queue) {
+      const queue = new Queue(this.deps.pluginName, {
+        connection: this.redis,
+        prefix: this.ro.prefix,
+        streams: { events: { maxLen: EVENTS_MAX_LEN } },
+      });
+      queue.on('error', err => this.deps.log.debug({ err: err.message }, 'queue error'));
+      const ready = queue.waitUntilReady().then(() => queue);
+      this.queue = ready;
+      ready.catch(() => {
+        if (this.queue === ready) this.queue = undefined;
+        void queue.close().catch(() => {});
+      });
+    }
+    return this.queue;
   }
 
   /**
@@ -137,7 +153,8 @@ export class QueueDispatcher implements Dispatcher {
   private async attempt(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, last: boolean): Promise<Attempt> {
     const { kind } = req;
     await this.guard(kind, ctx, this.upload(repo));
-    const depth = await this.guard(kind, ctx, this.queue.count());
+    const queue = await this.guard(kind, ctx, this.getQueue());
+    const depth = await this.guard(kind, ctx, queue.count());
     if (depth >= this.ro.maxQueueDepth) {
       throw new CmpError(
         `cmp-offload: the queue of plugin ${this.deps.pluginName} is full: ${depth} jobs waiting (limit ${this.ro.maxQueueDepth}, CMP_OFFLOAD_MAX_QUEUE_DEPTH)`,
@@ -169,13 +186,13 @@ export class QueueDispatcher implements Dispatcher {
         deadline: ctx.deadline ?? null,
         enqueuedAt: Date.now(),
       });
-      const job = await this.guard(kind, ctx, this.queue.add(kind, data, this.jobOptions(key)));
+      const job = await this.guard(kind, ctx, queue.add(kind, data, this.jobOptions(key)));
       const jobId = job.id!;
       const waiting = this.waiter.wait(jobId);
       const end = await raceAbort(waiting.done, ctx.signal);
       if (end === 'aborted') {
         waiting.stop();
-        return await this.abandon(jobId, kind, ctx, leave);
+        return await this.abandon(queue, jobId, kind, ctx, leave);
       }
       return await this.settle(jobId, end, key, ctx, last);
     } finally {
@@ -249,13 +266,13 @@ export class QueueDispatcher implements Dispatcher {
    * queued, its process group killed if running. It then still gets the run's own error when
    * that comes quickly, exactly as a lone standalone request would.
    */
-  private async abandon(jobId: string, kind: RpcKind, ctx: Ctx, leave: () => Promise<number>): Promise<Attempt> {
+  private async abandon(queue: Queue, jobId: string, kind: RpcKind, ctx: Ctx, leave: () => Promise<number>): Promise<Attempt> {
     const reason = ctx.signal.reason as CmpError;
     if ((await leave()) > 0) throw reason;
     const waiting = this.waiter.wait(jobId);
     const cancelReason = reason.code === Status.DEADLINE_EXCEEDED ? 'deadline' : 'canceled';
     await publishCancel(this.redis, this.keys, { queue: this.deps.pluginName, jobId, reason: cancelReason }).catch(() => {});
-    await this.queue.remove(jobId).catch(() => 0);
+    await queue.remove(jobId).catch(() => 0);
     const bound = this.deps.engine.options.execFatalTimeoutMs + 2_000;
     const end = await withTimeout(waiting.done, bound, () => new Error('timeout')).catch(() => undefined);
     waiting.stop();
@@ -303,7 +320,7 @@ export class QueueDispatcher implements Dispatcher {
 
   async close(): Promise<void> {
     this.waiter.close();
-    await Promise.allSettled([this.events.close(), this.queue.close()]);
+    await Promise.allSettled([this.events.close(), this.queue?.then(q => q.close())]);
     this.redis.disconnect();
     this.eventsConnection.disconnect();
   }
