@@ -1,0 +1,384 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { after, afterEach, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { status as Status, type ClientWritableStream, type ServiceError } from '@grpc/grpc-js';
+import type { AppStreamRequest, ManifestRequestMetadata } from '../../proto/generated/cmpserver/plugin/plugin.js';
+import {
+  chunksOf,
+  fileMessage,
+  metadataMessage,
+  openCmpClient,
+  repoMetadata,
+  type CmpTestClient,
+  type RpcOutcome,
+  type StreamCall,
+} from '../helpers/grpc-client.js';
+import { fixturePath } from '../helpers/paths.js';
+import { buildTar, buildTgz, gzipBytes, headerBlock } from '../helpers/tar-builder.js';
+import { eventually, leftovers, MODES, pluginYaml, startCmp, type CmpServer } from './harness.js';
+
+/**
+ * The stream protocol of the three client-streaming RPCs (cmp-contract §5 with the prefixes of
+ * §10/§12/§13), our answer-after-half-close difference (architecture §2.2) and the ingest and
+ * extraction limits (§2.3), against the real `cmp-offload proxy` on its real unix socket.
+ */
+
+const LIST_TREE = [process.execPath, fixturePath('e2e', 'list-tree.mjs')];
+
+const RPCS = [
+  { name: 'GenerateManifest', method: 'generate', raw: 'generateManifest', prefix: 'generate manifest error receiving stream' },
+  { name: 'MatchRepository', method: 'match', raw: 'matchRepository', prefix: 'match repository error receiving stream' },
+  {
+    name: 'GetParametersAnnouncement',
+    method: 'params',
+    raw: 'getParametersAnnouncement',
+    prefix: 'parameters announcement error receiving stream',
+  },
+] as const;
+type Rpc = (typeof RPCS)[number];
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+function call(client: CmpTestClient, rpc: Rpc, c: StreamCall): Promise<RpcOutcome<unknown>> {
+  return client[rpc.method](c);
+}
+
+function assertStatus(outcome: RpcOutcome<unknown>, code: Status, details: string): void {
+  assert.deepEqual(outcome, { code, details }, `expected ${Status[code]} "${details}"`);
+}
+
+function sha256(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** A stream of `total` bytes in 64 KiB file messages (only the count matters to the server). */
+function bulk(total: number): AppStreamRequest[] {
+  const chunk = randomBytes(64 * KiB);
+  return Array.from({ length: Math.ceil(total / chunk.length) }, () => fileMessage(chunk));
+}
+
+/**
+ * Send every message (honouring backpressure), wait `pauseMs`, then half-close, recording
+ * whether the server answered before the half-close (which would cost a Go client the status).
+ */
+async function sendThenHalfClose(client: CmpTestClient, rpc: Rpc, messages: AppStreamRequest[], pauseMs: number) {
+  let halfClosed = false;
+  let answeredEarly = false;
+  let settle!: (o: RpcOutcome<unknown>) => void;
+  const outcome = new Promise<RpcOutcome<unknown>>(resolve => (settle = resolve));
+  const open = client.raw[rpc.raw] as unknown as (
+    cb: (err: ServiceError | null, value?: unknown) => void,
+  ) => ClientWritableStream<AppStreamRequest>;
+  const stream = open.call(client.raw, (err, value) => {
+    if (!halfClosed) answeredEarly = true;
+    settle(err ? { code: err.code, details: err.details } : { value });
+  });
+  stream.on('error', () => {});
+  let written = 0;
+  for (const m of messages) {
+    if (answeredEarly) break;
+    if (!stream.write(m)) await Promise.race([once(stream, 'drain'), outcome]);
+    written++;
+  }
+  await new Promise(r => setTimeout(r, pauseMs));
+  halfClosed = true;
+  stream.end();
+  return { outcome: await outcome, answeredEarly, written };
+}
+
+const PROTOCOL_PLUGIN = pluginYaml(
+  'protocol',
+  [
+    `generate:`,
+    `  command: ${JSON.stringify(LIST_TREE)}`,
+    `discover:`,
+    `  find:`,
+    `    command: [sh, -c, echo found]`,
+    `parameters:`,
+    `  static:`,
+    `    - name: replicas`,
+    `      string: "1"`,
+  ].join('\n'),
+);
+
+for (const mode of MODES) {
+  describe(`stream protocol of the three streaming RPCs (${mode})`, () => {
+    let server: CmpServer;
+    let client: CmpTestClient;
+    let tgz: Buffer;
+    let meta: ManifestRequestMetadata;
+
+    before(async () => {
+      server = await startCmp(mode, { pluginYaml: PROTOCOL_PLUGIN, socketName: 'protocol.sock', env: { CMP_OFFLOAD_CACHE: 'off' } });
+      client = openCmpClient(server.socketPath);
+      tgz = buildTgz([
+        { name: '.', type: 'dir' },
+        { name: 'app', type: 'dir' },
+        { name: 'app/config.yaml', content: 'replicas: 1\n' },
+        { name: 'README.md', content: '# repo\n' },
+      ]);
+      meta = repoMetadata(tgz);
+    });
+    after(async () => {
+      client?.close();
+      await server?.stop();
+    });
+    afterEach(async () => {
+      await eventually(() => leftovers(server).length === 0, 5_000, `empty work roots (left: ${leftovers(server).join(', ')})`);
+    });
+
+    test('a well-formed stream succeeds on all three RPCs', async () => {
+      const generated = await client.generate({ metadata: meta, chunks: chunksOf(tgz, 1024) });
+      assert.ok('value' in generated, JSON.stringify(generated));
+      assert.deepEqual(JSON.parse(generated.value.manifests[0]!).entries, {
+        'README.md': 'file 0644 # repo\n',
+        app: 'dir 0755',
+        'app/config.yaml': 'file 0644 replicas: 1\n',
+      });
+      assert.deepEqual(await client.match({ metadata: meta, chunks: [tgz] }), {
+        value: { isSupported: true, isDiscoveryEnabled: true },
+      });
+      const params = await client.params({ metadata: meta, chunks: [tgz] });
+      assert.ok('value' in params, JSON.stringify(params));
+      assert.deepEqual(
+        params.value.parameterAnnouncements.map(p => [p.name, p.string]),
+        [['replicas', '1']],
+      );
+    });
+
+    test('a stream half-closed before any message fails with "error receiving stream header: EOF"', async () => {
+      for (const rpc of RPCS) {
+        assertStatus(await call(client, rpc, { messages: [] }), Status.UNKNOWN, `${rpc.prefix}: error receiving stream header: EOF`);
+      }
+    });
+
+    test('a first message that is a file chunk or carries no oneof fails with "metadata is nil"', async () => {
+      for (const rpc of RPCS) {
+        for (const messages of [[fileMessage(tgz)], [{}], [{}, metadataMessage(meta), fileMessage(tgz)]]) {
+          assertStatus(
+            await call(client, rpc, { messages }),
+            Status.UNKNOWN,
+            `${rpc.prefix}: error getting stream metadata: metadata is nil`,
+          );
+        }
+      }
+    });
+
+    test('a second metadata message or an empty message after the header fails with "stream request file is nil"', async () => {
+      const [first, ...rest] = chunksOf(tgz, 64).map(fileMessage);
+      for (const rpc of RPCS) {
+        for (const messages of [
+          [metadataMessage(meta), metadataMessage(meta)],
+          [metadataMessage(meta), first!, metadataMessage(meta), ...rest],
+          [metadataMessage(meta), first!, {}, ...rest],
+        ]) {
+          assertStatus(
+            await call(client, rpc, { messages }),
+            Status.UNKNOWN,
+            `${rpc.prefix}: error receiving tgz file: stream request file is nil`,
+          );
+        }
+      }
+    });
+
+    test('a checksum that is not the lower-case hex sha256 of the streamed bytes fails validation', async () => {
+      const variants = [
+        { ...meta, checksum: meta.checksum.toUpperCase() },
+        { ...meta, checksum: '' },
+        { ...meta, checksum: sha256(Buffer.from('something else')) },
+      ];
+      for (const rpc of RPCS) {
+        for (const metadata of variants) {
+          assertStatus(
+            await call(client, rpc, { metadata, chunks: [tgz] }),
+            Status.UNKNOWN,
+            `${rpc.prefix}: error receiving tgz file: file checksum validation error`,
+          );
+        }
+        // The right checksum over a stream missing its last byte.
+        assertStatus(
+          await call(client, rpc, { metadata: meta, chunks: [tgz.subarray(0, tgz.length - 1)] }),
+          Status.UNKNOWN,
+          `${rpc.prefix}: error receiving tgz file: file checksum validation error`,
+        );
+      }
+    });
+
+    test('chunks of any size, empty ones included, and any size field give the same result', async () => {
+      const want = await client.generate({ metadata: meta, chunks: [tgz] });
+      assert.ok('value' in want, JSON.stringify(want));
+      const empty = Buffer.alloc(0);
+      const shapes: Array<[string, StreamCall]> = [
+        ['1-byte chunks', { metadata: meta, chunks: chunksOf(tgz, 1) }],
+        ['7-byte chunks', { metadata: meta, chunks: chunksOf(tgz, 7) }],
+        ['empty chunks around and between', { metadata: meta, chunks: [empty, ...chunksOf(tgz, 50).flatMap(c => [c, empty]), empty] }],
+        ['size 0', { metadata: { ...meta, size: 0 }, chunks: [tgz] }],
+        ['a wrong size', { metadata: { ...meta, size: 123_456_789 }, chunks: [tgz] }],
+      ];
+      for (const [what, c] of shapes) {
+        const got = await client.generate(c);
+        assert.ok('value' in got, `${what}: ${JSON.stringify(got)}`);
+        assert.deepEqual(JSON.parse(got.value.manifests[0]!).entries, JSON.parse(want.value.manifests[0]!).entries, what);
+      }
+    });
+
+    test('a stream with metadata and no chunks is an empty gzip input: "error reading file: EOF"', async () => {
+      for (const rpc of RPCS) {
+        assertStatus(
+          await call(client, rpc, { metadata: repoMetadata(Buffer.alloc(0)) }),
+          Status.UNKNOWN,
+          `${rpc.prefix}: error decompressing tgz file: error reading file: EOF`,
+        );
+      }
+    });
+
+    test('an error detected while receiving is answered only after the half-close, with the real status', async () => {
+      const cases: Array<[string, AppStreamRequest[], string]> = [
+        ['a file chunk first', [fileMessage(tgz), ...bulk(16 * MiB)], 'error getting stream metadata: metadata is nil'],
+        [
+          'a second metadata message after 1 MiB',
+          [metadataMessage(meta), ...bulk(MiB), metadataMessage(meta), ...bulk(15 * MiB)],
+          'error receiving tgz file: stream request file is nil',
+        ],
+        ['16 MiB that do not match the checksum', [metadataMessage(meta), ...bulk(16 * MiB)], 'error receiving tgz file: file checksum validation error'],
+      ];
+      for (const [what, messages, text] of cases) {
+        const rpc = RPCS[0];
+        const r = await sendThenHalfClose(client, rpc, messages, 300);
+        assert.equal(r.answeredEarly, false, `${what}: the server answered before the half-close`);
+        assert.equal(r.written, messages.length, what);
+        assertStatus(r.outcome, Status.UNKNOWN, `${rpc.prefix}: ${text}`);
+      }
+    });
+
+    test('a deadline reached while the client is still streaming is answered with the stream context error', async () => {
+      const outcomes = await Promise.all(
+        RPCS.map(rpc => call(client, rpc, { metadata: meta, chunks: [tgz.subarray(0, 10)], halfClose: false, timeoutMs: 1_000 })),
+      );
+      RPCS.forEach((rpc, i) =>
+        assertStatus(
+          outcomes[i]!,
+          Status.DEADLINE_EXCEEDED,
+          `${rpc.prefix}: error receiving tgz file: stream context error: context deadline exceeded`,
+        ),
+      );
+    });
+
+    test('a client that cancels mid-stream leaves no request work dir behind', async () => {
+      for (const rpc of RPCS) {
+        const open = client.raw[rpc.raw] as unknown as (cb: (err: ServiceError | null) => void) => ClientWritableStream<AppStreamRequest>;
+        let ended: ServiceError | null | undefined;
+        const stream = open.call(client.raw, err => (ended = err));
+        stream.on('error', () => {});
+        stream.write(metadataMessage(meta));
+        stream.write(fileMessage(tgz.subarray(0, 10)));
+        await eventually(() => leftovers(server).length > 0, 5_000, 'a request work dir');
+        stream.cancel();
+        await eventually(() => ended !== undefined, 5_000, 'the call to end');
+        assert.equal(ended?.code, Status.CANCELLED);
+        await eventually(() => leftovers(server).length === 0, 5_000, 'the request work dir to be removed');
+      }
+    });
+  });
+
+  describe(`ingest and extraction limits (${mode})`, () => {
+    let server: CmpServer;
+    let client: CmpTestClient;
+
+    before(async () => {
+      server = await startCmp(mode, {
+        pluginYaml: PROTOCOL_PLUGIN,
+        socketName: 'protocol.sock',
+        env: {
+          CMP_OFFLOAD_CACHE: 'off',
+          CMP_OFFLOAD_MAX_TARBALL_BYTES: '64Ki',
+          CMP_OFFLOAD_MAX_EXTRACTED_BYTES: '100Ki',
+          CMP_OFFLOAD_MAX_ENTRIES: '20',
+        },
+      });
+      client = openCmpClient(server.socketPath);
+    });
+    after(async () => {
+      client?.close();
+      await server?.stop();
+    });
+    afterEach(async () => {
+      await eventually(() => leftovers(server).length === 0, 5_000, `empty work roots (left: ${leftovers(server).join(', ')})`);
+    });
+
+    /** A valid tarball of exactly `size` bytes: trailing bytes after the tar end blocks are never read. */
+    const tarballOfSize = (size: number): Buffer => {
+      const tgz = buildTgz([{ name: 'noise.bin', content: randomBytes(40 * KiB) }]);
+      assert.ok(tgz.length <= size);
+      return Buffer.concat([tgz, Buffer.alloc(size - tgz.length)]);
+    };
+
+    test('a tarball over CMP_OFFLOAD_MAX_TARBALL_BYTES is refused with RESOURCE_EXHAUSTED naming the variable', async () => {
+      const atLimit = tarballOfSize(64 * KiB);
+      const overLimit = tarballOfSize(64 * KiB + 1);
+      const big = buildTgz([{ name: 'noise.bin', content: randomBytes(MiB) }]);
+      for (const rpc of RPCS) {
+        const ok = await call(client, rpc, { metadata: repoMetadata(atLimit), chunks: chunksOf(atLimit, 1024) });
+        assert.ok('value' in ok, `${rpc.name} at the limit: ${JSON.stringify(ok)}`);
+        for (const tgz of [overLimit, big]) {
+          assertStatus(
+            await call(client, rpc, { metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 1024) }),
+            Status.RESOURCE_EXHAUSTED,
+            `${rpc.prefix}: error receiving tgz file: tarball exceeds the limit of 65536 bytes (CMP_OFFLOAD_MAX_TARBALL_BYTES)`,
+          );
+        }
+      }
+    });
+
+    test('after an early error the stream is drained only up to the tarball limit, then the first error is answered', async () => {
+      const rpc = RPCS[0];
+      const messages = [fileMessage(Buffer.alloc(10)), ...bulk(4 * MiB)];
+      const r = await sendThenHalfClose(client, rpc, messages, 500);
+      assert.equal(r.answeredEarly, true, 'the server kept reading past the tarball limit');
+      assert.ok(r.written < messages.length);
+      assertStatus(r.outcome, Status.UNKNOWN, `${rpc.prefix}: error getting stream metadata: metadata is nil`);
+    });
+
+    test('a tarball that inflates past CMP_OFFLOAD_MAX_EXTRACTED_BYTES is refused with RESOURCE_EXHAUSTED', async () => {
+      const fits = buildTgz([
+        { name: 'a', content: Buffer.alloc(60 * KiB) },
+        { name: 'b', content: Buffer.alloc(40 * KiB) },
+      ]);
+      const over = buildTgz([
+        { name: 'a', content: Buffer.alloc(60 * KiB) },
+        { name: 'b', content: Buffer.alloc(40 * KiB + 1) },
+      ]);
+      // 20 MiB of zeros in a few KiB, and a header declaring 1 GiB that never follows.
+      const bomb = gzipBytes(buildTar([{ name: 'zeros', content: Buffer.alloc(20 * MiB) }]), 9);
+      const declared = gzipBytes(headerBlock({ name: 'bomb', typeflag: '0', size: 1 << 30 }));
+      for (const rpc of RPCS) {
+        const ok = await call(client, rpc, { metadata: repoMetadata(fits), chunks: [fits] });
+        assert.ok('value' in ok, `${rpc.name} at the limit: ${JSON.stringify(ok)}`);
+        for (const tgz of [over, bomb, declared]) {
+          assertStatus(
+            await call(client, rpc, { metadata: repoMetadata(tgz), chunks: [tgz] }),
+            Status.RESOURCE_EXHAUSTED,
+            `${rpc.prefix}: error decompressing tgz file: extracted size exceeds the limit of 102400 bytes (CMP_OFFLOAD_MAX_EXTRACTED_BYTES)`,
+          );
+        }
+      }
+    });
+
+    test('a tarball with more entries than CMP_OFFLOAD_MAX_ENTRIES is refused with RESOURCE_EXHAUSTED', async () => {
+      const files = (n: number) => buildTgz(Array.from({ length: n }, (_, i) => ({ name: `f${i}`, content: `${i}` })));
+      const twenty = files(20);
+      const many = files(21);
+      for (const rpc of RPCS) {
+        const ok = await call(client, rpc, { metadata: repoMetadata(twenty), chunks: [twenty] });
+        assert.ok('value' in ok, `${rpc.name} at the limit: ${JSON.stringify(ok)}`);
+        assertStatus(
+          await call(client, rpc, { metadata: repoMetadata(many), chunks: [many] }),
+          Status.RESOURCE_EXHAUSTED,
+          `${rpc.prefix}: error decompressing tgz file: tarball has more than 20 entries (CMP_OFFLOAD_MAX_ENTRIES)`,
+        );
+      }
+    });
+  });
+}
