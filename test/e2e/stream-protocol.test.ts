@@ -69,9 +69,11 @@ async function sendThenHalfClose(client: CmpTestClient, rpc: Rpc, messages: AppS
   let settle!: (o: RpcOutcome<unknown>) => void;
   const outcome = new Promise<RpcOutcome<unknown>>(resolve => (settle = resolve));
   const open = client.raw[rpc.raw] as unknown as (
+    options: { deadline: number },
     cb: (err: ServiceError | null, value?: unknown) => void,
   ) => ClientWritableStream<AppStreamRequest>;
-  const stream = open.call(client.raw, (err, value) => {
+  // A deadline turns a server that stops reading into a failure instead of a hang.
+  const stream = open.call(client.raw, { deadline: Date.now() + 15_000 }, (err, value) => {
     if (!halfClosed) answeredEarly = true;
     settle(err ? { code: err.code, details: err.details } : { value });
   });
@@ -104,14 +106,24 @@ const PROTOCOL_PLUGIN = pluginYaml(
 );
 
 for (const mode of MODES) {
-  describe(`stream protocol of the three streaming RPCs (${mode})`, () => {
+  // One server per mode: the limits are low enough to test yet above every other test's stream.
+  describe(`stream protocol and limits of the three streaming RPCs (${mode})`, () => {
     let server: CmpServer;
     let client: CmpTestClient;
     let tgz: Buffer;
     let meta: ManifestRequestMetadata;
 
     before(async () => {
-      server = await startCmp(mode, { pluginYaml: PROTOCOL_PLUGIN, socketName: 'protocol.sock', env: { CMP_OFFLOAD_CACHE: 'off' } });
+      server = await startCmp(mode, {
+        pluginYaml: PROTOCOL_PLUGIN,
+        socketName: 'protocol.sock',
+        env: {
+          CMP_OFFLOAD_CACHE: 'off',
+          CMP_OFFLOAD_MAX_TARBALL_BYTES: '4Mi',
+          CMP_OFFLOAD_MAX_EXTRACTED_BYTES: '100Ki',
+          CMP_OFFLOAD_MAX_ENTRIES: '20',
+        },
+      });
       client = openCmpClient(server.socketPath);
       tgz = buildTgz([
         { name: '.', type: 'dir' },
@@ -235,21 +247,35 @@ for (const mode of MODES) {
     });
 
     test('an error detected while receiving is answered only after the half-close, with the real status', async () => {
-      const cases: Array<[string, AppStreamRequest[], string]> = [
-        ['a file chunk first', [fileMessage(tgz), ...bulk(16 * MiB)], 'error getting stream metadata: metadata is nil'],
+      const cases: Array<[string, readonly Rpc[], AppStreamRequest[], string]> = [
+        ['a file chunk first', [RPCS[0]], [fileMessage(tgz), ...bulk(3 * MiB)], 'error getting stream metadata: metadata is nil'],
+        // 256 KiB in, the tarball spool has a write in flight when the bad message arrives.
         [
-          'a second metadata message after 1 MiB',
-          [metadataMessage(meta), ...bulk(MiB), metadataMessage(meta), ...bulk(15 * MiB)],
+          'a second metadata message after 256 KiB',
+          RPCS,
+          [metadataMessage(meta), ...bulk(256 * KiB), metadataMessage(meta), ...bulk(MiB)],
           'error receiving tgz file: stream request file is nil',
         ],
-        ['16 MiB that do not match the checksum', [metadataMessage(meta), ...bulk(16 * MiB)], 'error receiving tgz file: file checksum validation error'],
+        [
+          'an empty message after 256 KiB',
+          RPCS,
+          [metadataMessage(meta), ...bulk(256 * KiB), {}, ...bulk(MiB)],
+          'error receiving tgz file: stream request file is nil',
+        ],
+        [
+          '3 MiB that do not match the checksum',
+          [RPCS[0]],
+          [metadataMessage(meta), ...bulk(3 * MiB)],
+          'error receiving tgz file: file checksum validation error',
+        ],
       ];
-      for (const [what, messages, text] of cases) {
-        const rpc = RPCS[0];
-        const r = await sendThenHalfClose(client, rpc, messages, 300);
-        assert.equal(r.answeredEarly, false, `${what}: the server answered before the half-close`);
-        assert.equal(r.written, messages.length, what);
-        assertStatus(r.outcome, Status.UNKNOWN, `${rpc.prefix}: ${text}`);
+      for (const [what, rpcs, messages, text] of cases) {
+        for (const rpc of rpcs) {
+          const r = await sendThenHalfClose(client, rpc, messages, 200);
+          assert.equal(r.answeredEarly, false, `${rpc.name}, ${what}: the server answered before the half-close`);
+          assert.equal(r.written, messages.length, what);
+          assertStatus(r.outcome, Status.UNKNOWN, `${rpc.prefix}: ${text}`);
+        }
       }
     });
 
@@ -281,34 +307,8 @@ for (const mode of MODES) {
         await eventually(() => leftovers(server).length === 0, 5_000, 'the request work dir to be removed');
       }
     });
-  });
 
-  describe(`ingest and extraction limits (${mode})`, () => {
-    let server: CmpServer;
-    let client: CmpTestClient;
-
-    before(async () => {
-      server = await startCmp(mode, {
-        pluginYaml: PROTOCOL_PLUGIN,
-        socketName: 'protocol.sock',
-        env: {
-          CMP_OFFLOAD_CACHE: 'off',
-          CMP_OFFLOAD_MAX_TARBALL_BYTES: '64Ki',
-          CMP_OFFLOAD_MAX_EXTRACTED_BYTES: '100Ki',
-          CMP_OFFLOAD_MAX_ENTRIES: '20',
-        },
-      });
-      client = openCmpClient(server.socketPath);
-    });
-    after(async () => {
-      client?.close();
-      await server?.stop();
-    });
-    afterEach(async () => {
-      await eventually(() => leftovers(server).length === 0, 5_000, `empty work roots (left: ${leftovers(server).join(', ')})`);
-    });
-
-    /** A valid tarball of exactly `size` bytes: trailing bytes after the tar end blocks are never read. */
+    /** A valid tarball of exactly `size` bytes: bytes after the tar end blocks are never read. */
     const tarballOfSize = (size: number): Buffer => {
       const tgz = buildTgz([{ name: 'noise.bin', content: randomBytes(40 * KiB) }]);
       assert.ok(tgz.length <= size);
@@ -316,17 +316,17 @@ for (const mode of MODES) {
     };
 
     test('a tarball over CMP_OFFLOAD_MAX_TARBALL_BYTES is refused with RESOURCE_EXHAUSTED naming the variable', async () => {
-      const atLimit = tarballOfSize(64 * KiB);
-      const overLimit = tarballOfSize(64 * KiB + 1);
-      const big = buildTgz([{ name: 'noise.bin', content: randomBytes(MiB) }]);
+      const atLimit = tarballOfSize(4 * MiB);
+      const overLimit = tarballOfSize(4 * MiB + 1);
+      const big = buildTgz([{ name: 'noise.bin', content: randomBytes(6 * MiB) }]);
       for (const rpc of RPCS) {
-        const ok = await call(client, rpc, { metadata: repoMetadata(atLimit), chunks: chunksOf(atLimit, 1024) });
+        const ok = await call(client, rpc, { metadata: repoMetadata(atLimit), chunks: chunksOf(atLimit, 64 * KiB) });
         assert.ok('value' in ok, `${rpc.name} at the limit: ${JSON.stringify(ok)}`);
         for (const tgz of [overLimit, big]) {
           assertStatus(
-            await call(client, rpc, { metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 1024) }),
+            await call(client, rpc, { metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 64 * KiB) }),
             Status.RESOURCE_EXHAUSTED,
-            `${rpc.prefix}: error receiving tgz file: tarball exceeds the limit of 65536 bytes (CMP_OFFLOAD_MAX_TARBALL_BYTES)`,
+            `${rpc.prefix}: error receiving tgz file: tarball exceeds the limit of 4194304 bytes (CMP_OFFLOAD_MAX_TARBALL_BYTES)`,
           );
         }
       }
@@ -334,7 +334,7 @@ for (const mode of MODES) {
 
     test('after an early error the stream is drained only up to the tarball limit, then the first error is answered', async () => {
       const rpc = RPCS[0];
-      const messages = [fileMessage(Buffer.alloc(10)), ...bulk(4 * MiB)];
+      const messages = [fileMessage(Buffer.alloc(10)), ...bulk(16 * MiB)];
       const r = await sendThenHalfClose(client, rpc, messages, 500);
       assert.equal(r.answeredEarly, true, 'the server kept reading past the tarball limit');
       assert.ok(r.written < messages.length);
