@@ -63,6 +63,15 @@ export async function runProxy(argv: string[]): Promise<number> {
   const inflight = new Set<Promise<unknown>>();
   const server = buildGrpcServer({ engine, pluginName, specDigest, dispatcher, inflight });
 
+  // Argo listens first and then resets the work root; resetting first means no request can
+  // ever land in a work dir that is about to be wiped.
+  try {
+    await resetWorkRoot(options.workRoot);
+  } catch (err) {
+    process.stderr.write(`error initializing plugin service: ${(err as Error).message}\n`);
+    await dispatcher.close();
+    return 1;
+  }
   await fs.rm(socketPath, { force: true }).catch(() => {});
   try {
     await new Promise<void>((resolve, reject) =>
@@ -70,15 +79,6 @@ export async function runProxy(argv: string[]): Promise<number> {
     );
   } catch (err) {
     process.stderr.write(`failed to listen on ${socketPath}: ${(err as Error).message}\n`);
-    await dispatcher.close();
-    return 1;
-  }
-  try {
-    await resetWorkRoot(options.workRoot);
-  } catch (err) {
-    process.stderr.write(`error initializing plugin service: ${(err as Error).message}\n`);
-    await fs.rm(socketPath, { force: true });
-    server.forceShutdown();
     await dispatcher.close();
     return 1;
   }

@@ -68,7 +68,7 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       // Keep an 'error' listener: a late stream error must not crash the process.
       stream.on('error', () => {});
       if (err) {
-        spool?.destroy();
+        discardSpool();
         void indexer?.end().catch(() => {});
         reject(err);
       } else resolve(value!);
@@ -77,9 +77,18 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
     /** Record the first error; keep draining unless it must be answered at once. */
     const fail = (err: CmpError, now = false) => {
       failure ??= err;
-      spool?.destroy();
-      spool = undefined;
+      discardSpool();
       if (now) finish(failure);
+    };
+
+    /** Drop the spool file: its late errors mean nothing now, and a pending drain never comes. */
+    const discardSpool = () => {
+      if (!spool) return;
+      spool.removeAllListeners();
+      spool.on('error', () => {});
+      spool.destroy();
+      spool = undefined;
+      stream.resume();
     };
 
     const flush = () => {
