@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { Worker } from 'bullmq';
+import { UnrecoverableError, Worker } from 'bullmq';
 import { compileOptions, DEFAULT_CONFIG_DIR, type Options } from '../cmp/config/options.js';
 import { pluginSpecDigest, readPluginConfig, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
@@ -69,7 +69,11 @@ export async function runWorker(argv: string[]): Promise<number> {
     maxStalledCount: 1,
   });
   worker.on('error', err => log.warn({ err: err.message }, 'worker error'));
-  worker.on('failed', (job, err) => log.info({ jobId: job?.id, attempts: job?.attemptsMade, err: err.message.slice(0, 500) }, 'job failed'));
+  // Plugin failure texts go to the caller (they may quote plugin output); only infrastructure errors are logged.
+  worker.on('failed', (job, err) => {
+    const infra = !(err instanceof UnrecoverableError);
+    log.info({ jobId: job?.id, attempts: job?.attemptsMade, ...(infra ? { err: err.message } : {}) }, 'job failed');
+  });
   // A job whose lock we lost will run elsewhere: stop our copy (BullMQ's documented pattern).
   worker.on('lockRenewalFailed', ids => ids.forEach(id => worker.cancelJob(id, 'shutdown' satisfies AbortReason)));
 

@@ -11,7 +11,7 @@ import { executeRequest, type Engine } from '../cmp/plugin/execute.js';
 import { BlobMissingError, fetchBlob } from '../cmp/queue/blob-store.js';
 import { encodeFailure, InvalidJobError, requestOf, verifyJob, type JobData, type JobFailure, type JobReturn } from '../cmp/queue/job-contract.js';
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
-import { writeResult } from '../cmp/queue/result-store.js';
+import { readResult, writeResult } from '../cmp/queue/result-store.js';
 import { countWaiters } from '../cmp/queue/waiters.js';
 
 /** Reasons given to `worker.cancelJob`: a caller's context error, or this worker going away. */
@@ -89,6 +89,10 @@ export function createProcessor(deps: ProcessorDeps) {
       throw fail(jobId, { code: Status.CANCELLED, message: 'context canceled', canceled: true });
     }
 
+    const key = data.cacheKey !== null ? keys.cacheEntry(data.plugin, appNameOf(data.env), data.cacheKey) : keys.result(deps.queue, jobId);
+    // A caller that missed the cache just before an identical job finished enqueues anew: answer it from the cache.
+    if (data.cacheKey !== null && 'found' in (await readResult(deps.redis, signingKey, key))) return { key };
+
     const tgzPath = path.join(engine.options.workRoot, `${randomUUID()}.tgz`);
     try {
       try {
@@ -107,8 +111,6 @@ export function createProcessor(deps: ProcessorDeps) {
         if (shutdown) throw new Error('cmp-offload: worker shutting down');
         throw fail(jobId, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });
       }
-      const key =
-        data.cacheKey !== null ? keys.cacheEntry(data.plugin, appNameOf(data.env), data.cacheKey) : keys.result(deps.queue, jobId);
       await writeResult(deps.redis, signingKey, key, result, data.cacheKey !== null ? ttlMs : resultTtlMs);
       log.info({ jobId, kind: data.kind, ms: Date.now() - started }, 'job done');
       return { key };

@@ -130,7 +130,8 @@ describe('distributed mode', () => {
   });
 
   test('jobs added by hand without a valid signature are rejected and nothing runs', async () => {
-    const queue = new Queue(QUEUE, { connection: new Redis(d.redis.url, { maxRetriesPerRequest: null }), prefix: PREFIX });
+    const connection = new Redis(d.redis.url, { maxRetriesPerRequest: null });
+    const queue = new Queue(QUEUE, { connection, prefix: PREFIX });
     try {
       const data = {
         v: 1, kind: 'generate', plugin: QUEUE, specDigest: 'x', appRelPath: '.',
@@ -148,6 +149,7 @@ describe('distributed mode', () => {
       assert.equal(startsOf(markers, 'evil').length, 0);
     } finally {
       await queue.close();
+      connection.disconnect();
     }
   });
 
