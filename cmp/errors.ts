@@ -40,3 +40,90 @@ export function messageOf(err: unknown): string {
 export function wrap(prefix: string, err: unknown): CmpError {
   return new CmpError(`${prefix}: ${messageOf(err)}`, codeOf(err));
 }
+
+/**
+ * The errors cmp-offload adds to Argo's (Argo's own texts are reproduced where Argo produces them,
+ * see cmp-contract.md). One entry per error: its gRPC status and its text. The README's error
+ * table lists the same entries; a test keeps the two in step.
+ */
+export const OUR_ERRORS = {
+  tarballTooLarge: {
+    code: Status.RESOURCE_EXHAUSTED,
+    text: (limit: number) => `tarball exceeds the limit of ${limit} bytes (CMP_OFFLOAD_MAX_TARBALL_BYTES)`,
+  },
+  extractedTooLarge: {
+    code: Status.RESOURCE_EXHAUSTED,
+    text: (limit: number) => `extracted size exceeds the limit of ${limit} bytes (CMP_OFFLOAD_MAX_EXTRACTED_BYTES)`,
+  },
+  tooManyEntries: {
+    code: Status.RESOURCE_EXHAUSTED,
+    text: (limit: number) => `tarball has more than ${limit} entries (CMP_OFFLOAD_MAX_ENTRIES)`,
+  },
+  outputTooLarge: {
+    code: Status.RESOURCE_EXHAUSTED,
+    text: (limit: number) => `plugin output exceeds the limit of ${limit} bytes (CMP_OFFLOAD_MAX_OUTPUT_BYTES)`,
+  },
+  tooManyInflight: {
+    code: Status.RESOURCE_EXHAUSTED,
+    text: (limit: number) => `cmp-offload: too many requests in flight on this proxy (limit ${limit}, CMP_OFFLOAD_MAX_INFLIGHT)`,
+  },
+  queueFull: {
+    code: Status.RESOURCE_EXHAUSTED,
+    text: (plugin: string, depth: number, limit: number) =>
+      `cmp-offload: the queue of plugin ${plugin} is full: ${depth} jobs waiting (limit ${limit}, CMP_OFFLOAD_MAX_QUEUE_DEPTH)`,
+  },
+  redisUnreachable: {
+    code: Status.UNAVAILABLE,
+    text: (url: string, cause: string) => `cmp-offload: Redis is unreachable at ${url} (CMP_OFFLOAD_REDIS_URL): ${cause}`,
+  },
+  blobExpired: {
+    code: Status.UNAVAILABLE,
+    text: (sha256: string) => `cmp-offload: the tarball ${sha256} expired from Redis before a worker fetched it (CMP_OFFLOAD_BLOB_TTL)`,
+  },
+  blobCorrupt: {
+    code: Status.DATA_LOSS,
+    text: (sha256: string, detail: string) => `cmp-offload: the tarball blob ${sha256} ${detail}`,
+  },
+  jobFailed: {
+    code: Status.UNAVAILABLE,
+    text: (jobId: string, plugin: string, reason: string) => `cmp-offload: job ${jobId} of plugin ${plugin} failed: ${reason}`,
+  },
+  jobRemoved: {
+    code: Status.ABORTED,
+    text: (jobId: string, plugin: string) => `cmp-offload: job ${jobId} of plugin ${plugin} was removed from the queue`,
+  },
+  resultMissing: {
+    code: Status.UNAVAILABLE,
+    text: (jobId: string) => `cmp-offload: the result of job ${jobId} is gone from Redis`,
+  },
+  badResultLocation: {
+    code: Status.INTERNAL,
+    text: (jobId: string) => `cmp-offload: job ${jobId} returned an unexpected result location`,
+  },
+  jobRejected: {
+    code: Status.PERMISSION_DENIED,
+    text: (reason: string) => `cmp-offload: job rejected by the worker: ${reason}`,
+  },
+  wrongQueue: {
+    code: Status.PERMISSION_DENIED,
+    text: (plugin: string, queue: string) => `cmp-offload: job for plugin ${plugin} rejected by a worker of ${queue}`,
+  },
+  versionSkew: {
+    code: Status.FAILED_PRECONDITION,
+    text: (plugin: string, proxyDigest: string, workerDigest: string) =>
+      `cmp-offload: plugin configuration mismatch between proxy and worker (version skew): the proxy's plugin.yaml of ` +
+      `${plugin} has spec digest ${proxyDigest}, the worker's has ${workerDigest}; roll out the same plugin.yaml to both`,
+  },
+  extractionCrashed: {
+    code: Status.INTERNAL,
+    text: (detail: string) => `extraction worker failed: ${detail}`,
+  },
+} as const;
+
+type Table = typeof OUR_ERRORS;
+
+/** Build one of our errors: `ourError('queueFull', plugin, depth, limit)`. */
+export function ourError<K extends keyof Table>(kind: K, ...args: Parameters<Table[K]['text']>): CmpError {
+  const entry = OUR_ERRORS[kind];
+  return new CmpError((entry.text as (...a: unknown[]) => string)(...args), entry.code);
+}

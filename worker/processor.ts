@@ -5,10 +5,10 @@ import { status as Status } from '@grpc/grpc-js';
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Ctx } from '../cmp/context.js';
-import { canceled, CmpError, codeOf, deadlineExceeded, messageOf } from '../cmp/errors.js';
+import { canceled, CmpError, codeOf, deadlineExceeded, messageOf, ourError } from '../cmp/errors.js';
 import type { Logger } from '../cmp/log.js';
 import { executeRequest, type Engine } from '../cmp/plugin/execute.js';
-import { BlobMissingError, fetchBlob } from '../cmp/queue/blob-store.js';
+import { fetchBlob } from '../cmp/queue/blob-store.js';
 import { encodeFailure, InvalidJobError, requestOf, verifyJob, type JobData, type JobFailure, type JobReturn } from '../cmp/queue/job-contract.js';
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
 import { readResult, writeResult } from '../cmp/queue/result-store.js';
@@ -45,6 +45,7 @@ export function createProcessor(deps: ProcessorDeps) {
 
   const fail = (jobId: string, f: JobFailure): UnrecoverableError =>
     new UnrecoverableError(encodeFailure(signingKey, jobId, f));
+  const failureOf = (err: CmpError): JobFailure => ({ code: err.code, message: err.message, canceled: false });
 
   // Three declared parameters: BullMQ passes the AbortSignal only to processors that take it.
   return async function process(job: Job, _token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn> {
@@ -55,20 +56,14 @@ export function createProcessor(deps: ProcessorDeps) {
     } catch (err) {
       if (!(err instanceof InvalidJobError)) throw err;
       log.warn({ jobId, reason: err.message }, 'rejected a job that does not verify; nothing was run');
-      throw fail(jobId, { code: Status.PERMISSION_DENIED, message: `cmp-offload: job rejected by the worker: ${err.message}`, canceled: false });
+      throw fail(jobId, failureOf(ourError('jobRejected', err.message)));
     }
     if (data.plugin !== deps.queue) {
-      throw fail(jobId, { code: Status.PERMISSION_DENIED, message: `cmp-offload: job for plugin ${data.plugin} rejected by a worker of ${deps.queue}`, canceled: false });
+      throw fail(jobId, failureOf(ourError('wrongQueue', data.plugin, deps.queue)));
     }
     if (data.specDigest !== deps.specDigest) {
       log.warn({ jobId, proxy: data.specDigest, worker: deps.specDigest }, 'plugin spec mismatch, job refused');
-      throw fail(jobId, {
-        code: Status.FAILED_PRECONDITION,
-        message:
-          `cmp-offload: plugin configuration mismatch between proxy and worker (version skew): the proxy's plugin.yaml of ` +
-          `${data.plugin} has spec digest ${data.specDigest}, the worker's has ${deps.specDigest}; roll out the same plugin.yaml to both`,
-        canceled: false,
-      });
+      throw fail(jobId, failureOf(ourError('versionSkew', data.plugin, data.specDigest, deps.specDigest)));
     }
 
     const ac = new AbortController();
@@ -98,8 +93,7 @@ export function createProcessor(deps: ProcessorDeps) {
       try {
         await fetchBlob(deps.redis, keys, data.blob, data.size, tgzPath);
       } catch (err) {
-        if (err instanceof BlobMissingError) throw fail(jobId, { code: err.code, message: err.message, canceled: false });
-        if (err instanceof CmpError) throw fail(jobId, { code: Status.DATA_LOSS, message: err.message, canceled: false });
+        if (err instanceof CmpError) throw fail(jobId, failureOf(err));
         throw new Error(`cmp-offload: fetching the tarball failed: ${messageOf(err)}`);
       }
       const ctx: Ctx = { signal: ac.signal, deadline: undefined };

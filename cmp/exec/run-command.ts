@@ -1,9 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants as fsConstants, openSync, readSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { status as Status } from '@grpc/grpc-js';
 import { ctxErr, type Ctx } from '../context.js';
-import { CmpError } from '../errors.js';
+import { CmpError, ourError } from '../errors.js';
 import { formatGoDuration } from '../config/go-duration.js';
 import { spawnEnv } from './env.js';
 import { formatArgs, goQuote } from './go-quote.js';
@@ -145,12 +144,7 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
       }
       const args = formatArgs(argv);
       if (overflow) {
-        reject(
-          new CmpError(
-            `plugin output exceeds the limit of ${maxOutputBytes} bytes (CMP_OFFLOAD_MAX_OUTPUT_BYTES)`,
-            Status.RESOURCE_EXHAUSTED,
-          ),
-        );
+        reject(ourError('outputTooLarge', maxOutputBytes));
       } else if (fatal) {
         reject(new CmpError(`\`${args}\` failed fatal timeout after ${formatGoDuration(execTimeoutMs + fatalTimeoutMs)}`));
       } else if (timedOut) {

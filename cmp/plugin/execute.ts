@@ -89,12 +89,12 @@ async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ct
     if (spec.init.command.length > 0) await run(engine, commandArgv(spec.init), appPath, req, ctx);
     out = await run(engine, commandArgv(spec.generate), appPath, req, ctx);
   } catch (err) {
-    throw wrap('error generating manifests', err);
+    throw wrap(RPC_TEXT.generate.command, err);
   }
   try {
     return { kind: 'generate', manifests: splitManifests(out) };
   } catch (err) {
-    throw wrap('error generating manifests', err);
+    throw wrap(RPC_TEXT.generate.command, err);
   }
 }
 
@@ -109,7 +109,7 @@ async function match(engine: Engine, req: PluginRequest, dir: string, ctx: Ctx):
       const out = await run(engine, commandArgv(discover.find), appPath, req, ctx);
       return { kind: 'match', isSupported: out.length > 0, isDiscoveryEnabled: true };
     } catch (err) {
-      throw wrap('match repository error: error running find command', err);
+      throw wrap(RPC_TEXT.match.command, err);
     }
   }
   return { kind: 'match', isSupported: false, isDiscoveryEnabled: discoveryConfigured(engine.config) };
@@ -125,7 +125,7 @@ async function parameters(engine: Engine, req: PluginRequest, dir: string, ctx: 
   try {
     out = await run(engine, commandArgv(dynamic), appPath, req, ctx);
   } catch (err) {
-    throw wrap('get parameters announcement error: error executing dynamic parameter output command', err);
+    throw wrap(RPC_TEXT.parameters.command, err);
   }
   let dynamicParams;
   try {

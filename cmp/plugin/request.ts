@@ -20,18 +20,24 @@ export type PluginResult =
   | { kind: 'match'; isSupported: boolean; isDiscoveryEnabled: boolean }
   | { kind: 'parameters'; parameterAnnouncements: ParameterAnnouncement[] };
 
-/** The wrapping texts of each RPC (cmp-contract §10, §12, §13). */
-export const RPC_TEXT: Record<RpcKind, { workdir: string; receive: string }> = {
+/**
+ * The wrapping texts of each RPC (cmp-contract §10, §12, §13). `command` is how Go words a
+ * command that fails, including one that cannot start because the context is already done.
+ */
+export const RPC_TEXT: Record<RpcKind, { workdir: string; receive: string; command: string }> = {
   generate: {
     workdir: 'error creating workdir for manifest generation',
     receive: 'generate manifest error receiving stream',
+    command: 'error generating manifests',
   },
   match: {
     workdir: 'error creating workdir for repository matching',
     receive: 'match repository error receiving stream',
+    command: 'match repository error: error running find command',
   },
   parameters: {
     workdir: 'error creating workdir for generating parameter announcements',
     receive: 'parameters announcement error receiving stream',
+    command: 'get parameters announcement error: error executing dynamic parameter output command',
   },
 };

@@ -1,8 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
-import { status as Status } from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
-import { CmpError } from '../errors.js';
+import { CmpError, OUR_ERRORS, ourError } from '../errors.js';
 import type { KeySpace } from './keys.js';
 
 /** Chunk of an upload or download: memory stays at one chunk whatever the tarball size. */
@@ -39,10 +38,8 @@ export async function storeBlob(redis: Redis, keys: KeySpace, sha256: string, tg
 /** A blob that expired or never existed: retrying cannot help, the proxy must send it again. */
 export class BlobMissingError extends CmpError {
   constructor(sha256: string) {
-    super(
-      `cmp-offload: the tarball ${sha256} expired from Redis before a worker fetched it (CMP_OFFLOAD_BLOB_TTL)`,
-      Status.UNAVAILABLE,
-    );
+    const { code, text } = OUR_ERRORS.blobExpired;
+    super(text(sha256), code);
   }
 }
 
@@ -54,7 +51,7 @@ export async function fetchBlob(redis: Redis, keys: KeySpace, sha256: string, si
   const key = keys.blob(sha256);
   const actual = await redis.strlen(key);
   if (actual === 0 && !(await redis.exists(key))) throw new BlobMissingError(sha256);
-  if (actual !== size) throw new CmpError(`cmp-offload: the tarball blob ${sha256} has ${actual} bytes, expected ${size}`);
+  if (actual !== size) throw ourError('blobCorrupt', sha256, `has ${actual} bytes, expected ${size}`);
   const hash = createHash('sha256');
   const out = fs.createWriteStream(destPath, { mode: 0o600 });
   const closed = new Promise<void>((resolve, reject) => {
@@ -73,5 +70,5 @@ export async function fetchBlob(redis: Redis, keys: KeySpace, sha256: string, si
     out.end();
     await closed;
   }
-  if (hash.digest('hex') !== sha256) throw new CmpError(`cmp-offload: the tarball blob ${sha256} does not match its checksum`);
+  if (hash.digest('hex') !== sha256) throw ourError('blobCorrupt', sha256, 'does not match its checksum');
 }

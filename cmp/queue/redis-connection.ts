@@ -1,7 +1,6 @@
-import { status as Status } from '@grpc/grpc-js';
 import { Redis, type RedisOptions as IORedisOptions } from 'ioredis';
 import type { RedisOptions } from '../config/options.js';
-import { CmpError, messageOf } from '../errors.js';
+import { CmpError, messageOf, ourError } from '../errors.js';
 
 /**
  * What a connection is for:
@@ -47,10 +46,7 @@ export function redactedUrl(url: string): string {
 /** The error a caller sees when Redis cannot serve a request: UNAVAILABLE, naming Redis. */
 export function redisUnavailable(opts: RedisOptions, cause: unknown): CmpError {
   if (cause instanceof CmpError) return cause;
-  return new CmpError(
-    `cmp-offload: Redis is unreachable at ${redactedUrl(opts.url)} (CMP_OFFLOAD_REDIS_URL): ${messageOf(cause)}`,
-    Status.UNAVAILABLE,
-  );
+  return ourError('redisUnreachable', redactedUrl(opts.url), messageOf(cause));
 }
 
 /** Fail with `onTimeout()` if `promise` has not settled within `ms`. */

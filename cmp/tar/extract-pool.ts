@@ -2,7 +2,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { status as Status } from '@grpc/grpc-js';
-import { CmpError } from '../errors.js';
+import { CmpError, ourError } from '../errors.js';
 import type { UntgzOptions, UntgzResult } from './untgz-sync.js';
 
 export interface ExtractJob {
@@ -81,7 +81,7 @@ class ExtractPool {
       this.busy.delete(worker);
       const i = this.idle.indexOf(worker);
       if (i >= 0) this.idle.splice(i, 1);
-      p?.reject(new CmpError(`extraction worker failed: ${err.message}`, Status.INTERNAL));
+      p?.reject(ourError('extractionCrashed', err.message));
       this.pump();
     };
     worker.on('error', lost);

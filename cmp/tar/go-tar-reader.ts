@@ -1,5 +1,4 @@
-import { status as Status } from '@grpc/grpc-js';
-import { CmpError } from '../errors.js';
+import { CmpError, ourError } from '../errors.js';
 
 /** A header as Go's `tar.Reader.Next` returns it (meta headers merged, `\0` type converted). */
 export interface TarHeader {
@@ -49,15 +48,12 @@ const HEADER_ONLY = new Set(['1', '2', '3', '4', '5', '6']);
 
 /** `extracted size exceeds the limit of <n> bytes (CMP_OFFLOAD_MAX_EXTRACTED_BYTES)` */
 export function extractedBytesExceeded(max: number): CmpError {
-  return new CmpError(
-    `extracted size exceeds the limit of ${max} bytes (CMP_OFFLOAD_MAX_EXTRACTED_BYTES)`,
-    Status.RESOURCE_EXHAUSTED,
-  );
+  return ourError('extractedTooLarge', max);
 }
 
 /** `tarball has more than <n> entries (CMP_OFFLOAD_MAX_ENTRIES)` */
 export function tooManyEntries(max: number): CmpError {
-  return new CmpError(`tarball has more than ${max} entries (CMP_OFFLOAD_MAX_ENTRIES)`, Status.RESOURCE_EXHAUSTED);
+  return ourError('tooManyEntries', max);
 }
 
 type State = 'header' | 'zero2' | 'data' | 'pad' | 'sparseExt' | 'done';

@@ -68,7 +68,7 @@ class GzipSink {
   private readonly gz = zlib.createGzip({ level: zlib.constants.Z_DEFAULT_COMPRESSION });
   private failure: Error | undefined;
 
-  constructor(private readonly out: NodeJS.WritableStream) {
+  constructor(out: NodeJS.WritableStream) {
     this.gz.on('data', (chunk: Buffer) => {
       if (this.size === 0 && chunk.length >= 10) chunk[9] = 255; // Go writes OS "unknown"
       this.hash.update(chunk);

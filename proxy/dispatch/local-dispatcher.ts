@@ -4,19 +4,12 @@ import path from 'node:path';
 import type { Ctx } from '../../cmp/context.js';
 import { wrap } from '../../cmp/errors.js';
 import { executeRequest, type Engine } from '../../cmp/plugin/execute.js';
-import type { PluginRequest, PluginResult, RpcKind } from '../../cmp/plugin/request.js';
+import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
 import { MemoryCache } from '../../cmp/cache/memory-cache.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 import { Coalescer } from './coalescer.js';
 import type { Dispatcher } from './dispatcher.js';
 import { Semaphore } from './semaphore.js';
-
-/** How Go words a command that could not start because the context was already done. */
-const NOT_STARTED_PREFIX: Record<RpcKind, string> = {
-  generate: 'error generating manifests',
-  match: 'match repository error: error running find command',
-  parameters: 'get parameters announcement error: error executing dynamic parameter output command',
-};
 
 /**
  * Standalone mode: the executor runs in this process with bounded concurrency, identical
@@ -57,7 +50,7 @@ export class LocalDispatcher implements Dispatcher {
     try {
       release = await this.slots.acquire(ctx.signal);
     } catch (err) {
-      throw wrap(NOT_STARTED_PREFIX[req.kind], err);
+      throw wrap(RPC_TEXT[req.kind].command, err);
     }
     try {
       return await executeRequest(this.engine, req, tgzPath, ctx);

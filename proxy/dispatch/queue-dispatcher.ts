@@ -4,10 +4,10 @@ import { Queue, QueueEvents, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { RedisOptions } from '../../cmp/config/options.js';
 import type { Ctx } from '../../cmp/context.js';
-import { CmpError, wrap } from '../../cmp/errors.js';
+import { CmpError, wrap, ourError } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
-import type { PluginRequest, PluginResult, RpcKind } from '../../cmp/plugin/request.js';
+import { RPC_TEXT, type PluginRequest, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
 import { storeBlob } from '../../cmp/queue/blob-store.js';
 import { publishCancel } from '../../cmp/queue/cancel.js';
 import { decodeFailure, signJob } from '../../cmp/queue/job-contract.js';
@@ -18,13 +18,6 @@ import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 import type { Dispatcher } from './dispatcher.js';
 import { JobWaiter, type JobEnd } from './job-waiter.js';
-
-/** How Go words a command that could not start because the context was already done (as LocalDispatcher). */
-const NOT_STARTED_PREFIX: Record<RpcKind, string> = {
-  generate: 'error generating manifests',
-  match: 'match repository error: error running find command',
-  parameters: 'get parameters announcement error: error executing dynamic parameter output command',
-};
 
 /** A job's JSON is references and metadata; anything near this is a bug or an attack. */
 const JOB_SIZE_LIMIT = 1024 * 1024;
@@ -118,17 +111,14 @@ export class QueueDispatcher implements Dispatcher {
   }
 
   async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx): Promise<PluginResult> {
-    if (ctx.signal.aborted) throw wrap(NOT_STARTED_PREFIX[req.kind], ctx.signal.reason);
+    if (ctx.signal.aborted) throw wrap(RPC_TEXT[req.kind].command, ctx.signal.reason);
     const app = appNameOf(req.env);
     if (key !== undefined) {
       const hit = await this.guard(req.kind, ctx, this.lookup(key, app));
       if (hit) return hit;
     }
     if (this.inflight >= this.ro.maxInflight) {
-      throw new CmpError(
-        `cmp-offload: too many requests in flight on this proxy (limit ${this.ro.maxInflight}, CMP_OFFLOAD_MAX_INFLIGHT)`,
-        Status.RESOURCE_EXHAUSTED,
-      );
+      throw ourError('tooManyInflight', this.ro.maxInflight);
     }
     this.inflight++;
     try {
@@ -156,10 +146,7 @@ export class QueueDispatcher implements Dispatcher {
     const queue = await this.guard(kind, ctx, this.getQueue());
     const depth = await this.guard(kind, ctx, queue.count());
     if (depth >= this.ro.maxQueueDepth) {
-      throw new CmpError(
-        `cmp-offload: the queue of plugin ${this.deps.pluginName} is full: ${depth} jobs waiting (limit ${this.ro.maxQueueDepth}, CMP_OFFLOAD_MAX_QUEUE_DEPTH)`,
-        Status.RESOURCE_EXHAUSTED,
-      );
+      throw ourError('queueFull', this.deps.pluginName, depth, this.ro.maxQueueDepth);
     }
     const waitId = key ?? randomBytes(32).toString('hex');
     const waitersKey = this.keys.waiters(this.deps.pluginName, waitId);
@@ -220,7 +207,7 @@ export class QueueDispatcher implements Dispatcher {
       case 'failed': {
         const failure = decodeFailure(this.signingKey, jobId, end.reason);
         if (!failure) {
-          throw new CmpError(`cmp-offload: job ${jobId} of plugin ${this.deps.pluginName} failed: ${end.reason}`, Status.UNAVAILABLE);
+          throw ourError('jobFailed', jobId, this.deps.pluginName, end.reason);
         }
         // Cancelled by the callers that were there before us: ours still wants an answer.
         if (failure.canceled && !ctx.signal.aborted && !last) return { retry: true };
@@ -228,7 +215,7 @@ export class QueueDispatcher implements Dispatcher {
       }
       case 'removed':
         if (!ctx.signal.aborted && !last) return { retry: true };
-        throw new CmpError(`cmp-offload: job ${jobId} of plugin ${this.deps.pluginName} was removed from the queue`, Status.ABORTED);
+        throw ourError('jobRemoved', jobId, this.deps.pluginName);
       case 'redis-down':
         throw redisUnavailable(this.ro, new Error(`connection lost while waiting for job ${jobId}`));
     }
@@ -244,7 +231,7 @@ export class QueueDispatcher implements Dispatcher {
           stored.startsWith(`${this.ro.prefix}:out:${escapeKeyPart(this.deps.pluginName)}:`) &&
           stored.endsWith(`:${key}`);
     if (!expected || stored === undefined) {
-      throw new CmpError(`cmp-offload: job ${jobId} returned an unexpected result location`, Status.INTERNAL);
+      throw ourError('badResultLocation', jobId);
     }
     let r;
     try {
@@ -253,7 +240,7 @@ export class QueueDispatcher implements Dispatcher {
       throw redisUnavailable(this.ro, err);
     }
     if ('found' in r) return r.found;
-    if ('missing' in r) throw new CmpError(`cmp-offload: the result of job ${jobId} is gone from Redis`, Status.UNAVAILABLE);
+    if ('missing' in r) throw ourError('resultMissing', jobId);
     throw new CmpError(
       `cmp-offload: the result of job ${jobId} does not verify (do proxy and workers share CMP_OFFLOAD_SIGNING_KEY?)`,
       Status.INTERNAL,
@@ -280,7 +267,7 @@ export class QueueDispatcher implements Dispatcher {
       const failure = decodeFailure(this.signingKey, jobId, end.reason);
       if (failure) throw new CmpError(failure.message, failure.code);
     }
-    throw wrap(NOT_STARTED_PREFIX[kind], reason);
+    throw wrap(RPC_TEXT[kind].command, reason);
   }
 
   /** Upload the tarball unless its blob exists; concurrent requests of this proxy share one upload. */
@@ -310,7 +297,7 @@ export class QueueDispatcher implements Dispatcher {
       ),
       ctx.signal,
     );
-    if (outcome === 'aborted') throw wrap(NOT_STARTED_PREFIX[kind], ctx.signal.reason);
+    if (outcome === 'aborted') throw wrap(RPC_TEXT[kind].command, ctx.signal.reason);
     if ('error' in outcome) {
       if (outcome.error instanceof CmpError) throw outcome.error;
       throw redisUnavailable(this.ro, outcome.error);

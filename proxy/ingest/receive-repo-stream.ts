@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { status as Status } from '@grpc/grpc-js';
 import type { Ctx } from '../../cmp/context.js';
-import { CmpError, messageOf, wrap } from '../../cmp/errors.js';
+import { CmpError, messageOf, wrap, ourError } from '../../cmp/errors.js';
 import { TreeIndexer, type TreeIndex } from '../../cmp/tar/tree-index.js';
 import type { AppStreamRequest, ManifestRequestMetadata } from '../../proto/generated/cmpserver/plugin/plugin.js';
 
@@ -126,13 +126,7 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       const chunk = Buffer.from(msg.file.chunk.buffer, msg.file.chunk.byteOffset, msg.file.chunk.byteLength);
       received += chunk.length;
       if (received > opts.maxTarballBytes) {
-        return fail(
-          new CmpError(
-            `error receiving tgz file: tarball exceeds the limit of ${opts.maxTarballBytes} bytes (CMP_OFFLOAD_MAX_TARBALL_BYTES)`,
-            Status.RESOURCE_EXHAUSTED,
-          ),
-          true,
-        );
+        return fail(wrap('error receiving tgz file', ourError('tarballTooLarge', opts.maxTarballBytes)), true);
       }
       hash.update(chunk);
       indexer!.write(chunk);
