@@ -48,6 +48,16 @@ export interface Options {
   };
   /** CMP_OFFLOAD_SHUTDOWN_GRACE: how long in-flight requests may finish after SIGTERM. */
   shutdownGraceMs: number;
+  /**
+   * CMP_OFFLOAD_HTTP_ADDR: `[host]:port` of /healthz, /readyz and /metrics, or `off`. Defaults
+   * by role: `:9101` for the proxy, `:9102` for the worker; undefined (no HTTP) for the CLIs.
+   */
+  http: HttpAddress | undefined;
+  /**
+   * CMP_OFFLOAD_DASHBOARD_TOKEN or CMP_OFFLOAD_DASHBOARD_TOKEN_FILE: turns on the bull-board queue
+   * dashboard on the worker's HTTP port, behind this bearer token. Off when unset.
+   */
+  dashboardToken: string | undefined;
   /** Distributed mode (architecture §5): set when CMP_OFFLOAD_REDIS_URL is, else standalone. */
   redis: RedisOptions | undefined;
 }
@@ -81,6 +91,15 @@ export interface RedisOptions {
   jobAttempts: number;
 }
 
+/** Where an HTTP server listens; an empty host in the setting means all IPv4 interfaces. */
+export interface HttpAddress {
+  host: string;
+  port: number;
+}
+
+/** The process kinds whose HTTP port has a default (CMP_OFFLOAD_HTTP_ADDR). */
+export const DEFAULT_HTTP_ADDR = { proxy: ':9101', worker: ':9102' } as const;
+
 export const DEFAULT_CONFIG_DIR = '/home/argocd/cmp-server/config';
 export const DEFAULT_SOCKET_DIR = '/home/argocd/cmp-server/plugins';
 
@@ -91,8 +110,11 @@ export class OptionsError extends Error {}
 
 type Env = Record<string, string | undefined>;
 
-/** Compile the options from the environment (and the proxy/worker `--config-dir-path` flag). */
-export function compileOptions(env: Env, flags: { configDirPath?: string } = {}): Options {
+/**
+ * Compile the options from the environment (and the proxy/worker `--config-dir-path` flag);
+ * `role` picks the default HTTP address.
+ */
+export function compileOptions(env: Env, flags: { configDirPath?: string; role?: keyof typeof DEFAULT_HTTP_ADDR } = {}): Options {
   const maxMessageBytes = argoMaxMessageBytes(env.ARGOCD_GRPC_MAX_SIZE_MB);
   const options: Options = {
     configDirPath: flags.configDirPath ?? DEFAULT_CONFIG_DIR,
@@ -116,6 +138,8 @@ export function compileOptions(env: Env, flags: { configDirPath?: string } = {})
       outputBytes: bytes(env, 'CMP_OFFLOAD_MAX_OUTPUT_BYTES', maxMessageBytes),
     },
     shutdownGraceMs: duration(env, 'CMP_OFFLOAD_SHUTDOWN_GRACE', 30_000),
+    http: httpAddress(env.CMP_OFFLOAD_HTTP_ADDR || (flags.role ? DEFAULT_HTTP_ADDR[flags.role] : 'off')),
+    dashboardToken: secretSetting(env, 'CMP_OFFLOAD_DASHBOARD_TOKEN', 'the dashboard token'),
     redis: redisOptions(env),
   };
   return deepFreeze(options);
@@ -155,6 +179,37 @@ function redisOptions(env: Env): RedisOptions | undefined {
     stalledIntervalMs,
     jobAttempts: integer(env, 'CMP_OFFLOAD_JOB_ATTEMPTS', 3, 1),
   };
+}
+
+/** `off`, `:9101`, `127.0.0.1:9101` or `[::1]:9101` (port 0 = any free port). */
+function httpAddress(raw: string): HttpAddress | undefined {
+  if (raw === 'off') return undefined;
+  const m = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]*):(\d{1,5})$/.exec(raw);
+  if (!m || Number(m[2]) > 65535) fail('CMP_OFFLOAD_HTTP_ADDR', raw, '[host]:port such as :9101 or 127.0.0.1:9101, or off');
+  const host = m[1]!.replace(/^\[|\]$/g, '');
+  return { host: host === '' ? '0.0.0.0' : host, port: Number(m[2]) };
+}
+
+const MIN_DASHBOARD_TOKEN_BYTES = 16;
+
+/** A secret given inline (`NAME`) or as a file (`NAME_FILE`, one trailing newline dropped); never echoed. */
+function secretSetting(env: Env, name: string, what: string): string | undefined {
+  const inline = env[name];
+  const file = env[`${name}_FILE`];
+  if (inline && file) throw new OptionsError(`set only one of ${name} and ${name}_FILE`);
+  let value: string;
+  if (inline) value = inline;
+  else if (file) {
+    try {
+      value = fs.readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      throw new OptionsError(`cannot read ${name}_FILE ${JSON.stringify(file)}: ${(err as Error).message}`);
+    }
+  } else return undefined;
+  if (Buffer.byteLength(value) < MIN_DASHBOARD_TOKEN_BYTES) {
+    throw new OptionsError(`${inline ? name : `${name}_FILE`}: ${what} must be at least ${MIN_DASHBOARD_TOKEN_BYTES} bytes`);
+  }
+  return value;
 }
 
 const MIN_SIGNING_KEY_BYTES = 16;
