@@ -1,9 +1,13 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import type { sendUnaryData, ServerReadableStream } from '@grpc/grpc-js';
+import { status as Status, type sendUnaryData, type ServerReadableStream } from '@grpc/grpc-js';
 import { contextWithDeadline } from '../../cmp/context.js';
-import { wrap } from '../../cmp/errors.js';
+import { codeOf, wrap } from '../../cmp/errors.js';
+import type { Logger } from '../../cmp/log.js';
+import { metrics } from '../../cmp/observe/metrics.js';
+import { currentTrace, RequestTrace, timeStage, withTrace } from '../../cmp/observe/request-trace.js';
+import { appNameOf } from '../../cmp/queue/keys.js';
 import { RPC_TEXT, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
 import type { AppStreamRequest } from '../../proto/generated/cmpserver/plugin/plugin.js';
 import { receiveRepoStream } from '../ingest/receive-repo-stream.js';
@@ -13,6 +17,8 @@ import { toStatus } from './status.js';
 export interface StreamingRpcDeps extends AnswerDeps {
   /** Tracks in-flight requests so shutdown can wait for them. */
   inflight: Set<Promise<unknown>>;
+  /** Where the one line per request goes (none in tests that build the server bare). */
+  log?: Logger;
 }
 
 /**
@@ -21,13 +27,35 @@ export interface StreamingRpcDeps extends AnswerDeps {
  */
 export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toResponse: (r: PluginResult) => Res) {
   return (call: ServerReadableStream<AppStreamRequest, Res>, callback: sendUnaryData<Res>): void => {
-    const done = handle(deps, kind, call).then(
-      result => callback(null, toResponse(result)),
-      (err: unknown) => callback(toStatus(err)),
-    );
+    const trace = new RequestTrace();
+    metrics.inflightRequests.inc();
+    const done = withTrace(trace, () =>
+      handle(deps, kind, call).then(
+        result => timeStage('respond', () => callback(null, toResponse(result))).then(() => Status.OK),
+        (err: unknown) => {
+          callback(toStatus(err));
+          return codeOf(err);
+        },
+      ),
+    ).then(code => finish(deps, kind, trace, code));
     deps.inflight.add(done);
-    void done.finally(() => deps.inflight.delete(done));
+    void done.finally(() => {
+      metrics.inflightRequests.dec();
+      deps.inflight.delete(done);
+    });
   };
+}
+
+/** Count the request and write its one log line (no env values, no error texts: they may hold secrets). */
+function finish(deps: StreamingRpcDeps, kind: RpcKind, trace: RequestTrace, code: Status): void {
+  const outcome = Status[code] ?? String(code);
+  const durations = trace.durations();
+  metrics.requests.inc({ rpc: kind, outcome });
+  metrics.requestSeconds.observe({ rpc: kind }, durations.total! / 1000);
+  deps.log?.info(
+    { plugin: deps.pluginName, app: trace.app, rpc: kind, cache: trace.cache ?? 'none', outcome, bytes: trace.bytes, ms: durations },
+    'request',
+  );
 }
 
 async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadableStream<AppStreamRequest, unknown>) {
@@ -45,16 +73,24 @@ async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadabl
     }
     let repo;
     try {
-      repo = await receiveRepoStream(call, {
-        ctx,
-        tgzPath: path.join(dir, String(randomInt(1, 2 ** 31))),
-        maxTarballBytes: options.limits.tarballBytes,
-        maxExtractedBytes: options.limits.extractedBytes,
-        maxEntries: options.limits.entries,
-      });
+      repo = await timeStage('ingest', () =>
+        receiveRepoStream(call, {
+          ctx,
+          tgzPath: path.join(dir, String(randomInt(1, 2 ** 31))),
+          maxTarballBytes: options.limits.tarballBytes,
+          maxExtractedBytes: options.limits.extractedBytes,
+          maxEntries: options.limits.entries,
+        }),
+      );
     } catch (err) {
       throw wrap(text.receive, err);
     }
+    const trace = currentTrace();
+    if (trace) {
+      trace.app = appNameOf(repo.metadata.env);
+      trace.bytes = repo.size;
+    }
+    metrics.ingestedBytes.inc(repo.size);
     return await answerRequest(deps, kind, repo, dir, ctx);
   } finally {
     ctx.dispose();
