@@ -1,0 +1,139 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * The stages of one request whose durations are measured. The proxy sees ingest, lookup, upload,
+ * remote (waiting for a worker's job, distributed mode) and respond; whoever runs the plugin
+ * (standalone proxy or worker) sees queue_wait, extract, exec and split.
+ */
+export const STAGES = ['ingest', 'lookup', 'upload', 'queue_wait', 'remote', 'extract', 'exec', 'split', 'respond'] as const;
+export type Stage = (typeof STAGES)[number];
+
+/** How a request met the output cache: `bypass` = no key (cache off or tree not indexable), `index` = answered from the tree index. */
+export type CacheResult = 'hit' | 'miss' | 'coalesced' | 'bypass' | 'index';
+
+/** Why a plugin command was killed. */
+export type KillReason = 'fatal_timeout' | 'canceled' | 'output_limit';
+
+// Latencies from a cache hit (sub-ms) to a slow helmfile run (minutes).
+const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+/**
+ * Every metric this process exports, in one registry (one per process: proxy or worker). All
+ * names are `cmp_offload_*` with the unit in the name; the Grafana dashboard and the docs use
+ * exactly these names (a test checks both against `metricNames()`).
+ */
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: 'cmp_offload_' });
+
+export const metrics = {
+  requests: new Counter({
+    name: 'cmp_offload_requests_total',
+    help: 'Streaming RPCs answered, by RPC and outcome (gRPC status code name).',
+    labelNames: ['rpc', 'outcome'] as const,
+    registers: [registry],
+  }),
+  requestSeconds: new Histogram({
+    name: 'cmp_offload_request_duration_seconds',
+    help: 'Time from the first message of an RPC to its answer, by RPC.',
+    labelNames: ['rpc'] as const,
+    buckets: SECONDS_BUCKETS,
+    registers: [registry],
+  }),
+  stageSeconds: new Histogram({
+    name: 'cmp_offload_stage_duration_seconds',
+    help: `Time spent in one stage of a request or job (${STAGES.join(', ')}).`,
+    labelNames: ['stage'] as const,
+    buckets: SECONDS_BUCKETS,
+    registers: [registry],
+  }),
+  ingestedBytes: new Counter({
+    name: 'cmp_offload_ingested_bytes_total',
+    help: 'Tarball bytes received from the repo-server.',
+    registers: [registry],
+  }),
+  cacheLookups: new Counter({
+    name: 'cmp_offload_cache_lookups_total',
+    help: 'Output cache lookups by result: hit, miss, coalesced (joined an identical run in flight), bypass (no key), index (answered from the tree index).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  }),
+  cacheStoredBytes: new Counter({
+    name: 'cmp_offload_cache_stored_bytes_total',
+    help: 'Bytes of plugin results written to the output cache.',
+    registers: [registry],
+  }),
+  cacheBytes: new Gauge({
+    name: 'cmp_offload_cache_bytes',
+    help: 'Size of the in-memory output cache (standalone mode).',
+    registers: [registry],
+  }),
+  cacheEntries: new Gauge({
+    name: 'cmp_offload_cache_entries',
+    help: 'Entries of the in-memory output cache (standalone mode).',
+    registers: [registry],
+  }),
+  coalesced: new Counter({
+    name: 'cmp_offload_coalesced_requests_total',
+    help: 'Requests that joined an identical run already in flight instead of starting their own.',
+    registers: [registry],
+  }),
+  execTimeouts: new Counter({
+    name: 'cmp_offload_exec_timeouts_total',
+    help: 'Plugin commands that ran past ARGOCD_EXEC_TIMEOUT (their process group got SIGTERM).',
+    registers: [registry],
+  }),
+  execKills: new Counter({
+    name: 'cmp_offload_exec_kills_total',
+    help: 'Plugin commands killed, by reason: fatal_timeout (SIGKILL after ARGOCD_EXEC_FATAL_TIMEOUT), canceled (caller deadline or cancel), output_limit.',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
+  queueJobs: new Gauge({
+    name: 'cmp_offload_queue_jobs',
+    help: 'Jobs in the plugin queue by state (read from Redis at scrape time; the keys KEDA scales on).',
+    labelNames: ['queue', 'state'] as const,
+    registers: [registry],
+  }),
+  jobs: new Counter({
+    name: 'cmp_offload_jobs_total',
+    help: 'Jobs a worker finished, by outcome: completed, cached (an identical job had stored the result), failed, retried, skipped (nobody waited).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  }),
+  concurrencyInUse: new Gauge({
+    name: 'cmp_offload_concurrency_in_use',
+    help: 'Plugin runs in progress in this process.',
+    registers: [registry],
+  }),
+  concurrencyLimit: new Gauge({
+    name: 'cmp_offload_concurrency_limit',
+    help: 'Plugin runs this process allows at once (CMP_OFFLOAD_CONCURRENCY).',
+    registers: [registry],
+  }),
+  inflightRequests: new Gauge({
+    name: 'cmp_offload_inflight_requests',
+    help: 'Streaming RPCs being served by this proxy.',
+    registers: [registry],
+  }),
+  redisConnected: new Gauge({
+    name: 'cmp_offload_redis_connected',
+    help: '1 while this process is connected to Redis (distributed mode), else 0.',
+    registers: [registry],
+  }),
+  info: new Gauge({
+    name: 'cmp_offload_info',
+    help: 'Always 1; labels name the role, plugin and mode of this process.',
+    labelNames: ['role', 'plugin', 'mode'] as const,
+    registers: [registry],
+  }),
+};
+
+/** Record one stage duration (milliseconds) in the histogram. */
+export function observeStage(stage: Stage, ms: number): void {
+  metrics.stageSeconds.observe({ stage }, ms / 1000);
+}
+
+/** Names of every metric family this process exports (the contract of the dashboard and docs). */
+export function metricNames(): string[] {
+  return registry.getMetricsAsArray().map(m => m.name);
+}

@@ -1,0 +1,77 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { observeStage, metrics, type CacheResult, type KillReason, type Stage } from './metrics.js';
+
+/**
+ * What one request (proxy) or job (worker) did, collected while it runs and logged as one line
+ * at its end. It travels in AsyncLocalStorage, so the code that does the work only calls
+ * `timeStage`/`noteCache` and needs no extra parameter. Nothing from the request env goes in
+ * here except the Application name: env values may be secrets.
+ */
+export class RequestTrace {
+  readonly started = Date.now();
+  readonly stagesMs: Partial<Record<Stage, number>> = {};
+  cache: CacheResult | undefined;
+  bytes = 0;
+  app = '';
+
+  /** Add a stage duration (stages may repeat, e.g. init + generate are both `exec`). */
+  addStage(stage: Stage, ms: number): void {
+    this.stagesMs[stage] = round((this.stagesMs[stage] ?? 0) + ms);
+    observeStage(stage, ms);
+  }
+
+  /** Stage durations in milliseconds, for the log line. */
+  durations(): Record<string, number> {
+    return { ...this.stagesMs, total: round(Date.now() - this.started) };
+  }
+}
+
+const storage = new AsyncLocalStorage<RequestTrace>();
+
+/** Run `fn` with `trace` as the current request's trace. */
+export function withTrace<T>(trace: RequestTrace, fn: () => T): T {
+  return storage.run(trace, fn);
+}
+
+/** The trace of the request this code runs for, if any. */
+export function currentTrace(): RequestTrace | undefined {
+  return storage.getStore();
+}
+
+/** Time `fn` as `stage` of the current request (the histogram is fed even without a trace). */
+export async function timeStage<T>(stage: Stage, fn: () => Promise<T> | T): Promise<T> {
+  const t0 = performance.now();
+  try {
+    return await fn();
+  } finally {
+    const ms = performance.now() - t0;
+    const trace = currentTrace();
+    if (trace) trace.addStage(stage, ms);
+    else observeStage(stage, ms);
+  }
+}
+
+/** Record how the current request met the output cache (first result wins: a hit after a coalesce stays coalesced). */
+export function noteCache(result: CacheResult): void {
+  metrics.cacheLookups.inc({ result });
+  if (result === 'coalesced') metrics.coalesced.inc();
+  const trace = currentTrace();
+  if (trace && trace.cache === undefined) trace.cache = result;
+}
+
+/** Record a plugin command's timeout and kill, read from its error text (the texts are fixed by the contract). */
+export function noteExecFailure(message: string, aborted: boolean, outputLimit: boolean): void {
+  const kill: KillReason | undefined = message.includes(' failed fatal timeout after ')
+    ? 'fatal_timeout'
+    : outputLimit
+      ? 'output_limit'
+      : aborted
+        ? 'canceled'
+        : undefined;
+  if (message.includes(' failed timeout after ') || kill === 'fatal_timeout') metrics.execTimeouts.inc();
+  if (kill) metrics.execKills.inc({ reason: kill });
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 10) / 10;
+}

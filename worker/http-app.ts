@@ -1,0 +1,38 @@
+import type { Queue } from 'bullmq';
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import { mountDashboard } from '../cmp/observe/dashboard.js';
+import { metrics } from '../cmp/observe/metrics.js';
+import { buildOpsApp } from '../cmp/observe/ops-http.js';
+import { refreshQueueGauge } from '../cmp/observe/queue-depth.js';
+
+export interface WorkerHttpDeps {
+  /** The command connection (blobs, results) and the worker's blocking connection. */
+  redis: Redis;
+  blocking: Redis;
+  prefix: string;
+  queue: string;
+  /** False once the worker stops fetching jobs (shutdown). */
+  running(): boolean;
+  /** Set to mount the bull-board dashboard at /queues behind this token. */
+  dashboard?: { token: string; queue: Queue };
+}
+
+/**
+ * The worker's HTTP app: /healthz, /readyz (both Redis connections up and the worker fetching
+ * jobs), /metrics (with the queue depth read at scrape time) and the optional dashboard.
+ */
+export async function buildWorkerHttpApp(deps: WorkerHttpDeps): Promise<FastifyInstance> {
+  const app = buildOpsApp({
+    checks: [
+      { name: 'redis', ok: () => deps.redis.status === 'ready' && deps.blocking.status === 'ready' },
+      { name: 'worker', ok: () => deps.running() },
+    ],
+    async beforeScrape() {
+      metrics.redisConnected.set(deps.redis.status === 'ready' && deps.blocking.status === 'ready' ? 1 : 0);
+      await refreshQueueGauge(deps.redis, deps.prefix, deps.queue);
+    },
+  });
+  if (deps.dashboard) await mountDashboard(app, [deps.dashboard.queue], deps.dashboard.token);
+  return app;
+}
