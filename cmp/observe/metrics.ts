@@ -137,3 +137,11 @@ export function observeStage(stage: Stage, ms: number): void {
 export function metricNames(): string[] {
   return registry.getMetricsAsArray().map(m => m.name);
 }
+
+/** Approximate size of a plugin result (the manifests' text; other results are tiny). */
+export function resultBytes(result: { kind: string; manifests?: string[] }): number {
+  if (result.kind !== 'generate' || !result.manifests) return 0;
+  let n = 0;
+  for (const m of result.manifests) n += Buffer.byteLength(m);
+  return n;
+}

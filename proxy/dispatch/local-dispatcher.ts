@@ -6,6 +6,8 @@ import { wrap } from '../../cmp/errors.js';
 import { executeRequest, type Engine } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
 import { MemoryCache } from '../../cmp/cache/memory-cache.js';
+import { metrics, resultBytes } from '../../cmp/observe/metrics.js';
+import { noteCache, timeStage } from '../../cmp/observe/request-trace.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 import { Coalescer } from './coalescer.js';
 import type { Dispatcher } from './dispatcher.js';
@@ -27,22 +29,32 @@ export class LocalDispatcher implements Dispatcher {
   }
 
   async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx): Promise<PluginResult> {
-    if (key === undefined) return this.execute(req, repo.tgzPath, ctx);
-    const hit = this.cache.get(key);
-    if (hit) return hit;
+    if (key === undefined) {
+      noteCache('bypass');
+      return this.execute(req, repo.tgzPath, ctx);
+    }
+    const hit = await timeStage('lookup', () => this.cache.get(key));
+    if (hit) {
+      noteCache('hit');
+      return hit;
+    }
+    const joinedBefore = this.coalescer.coalesced;
     // The shared run may outlive the caller that started it, so it takes its own link to the
     // tarball rather than borrowing the caller's request dir.
-    return this.coalescer.run(key, ctx, async runCtx => {
+    const run = this.coalescer.run(key, ctx, async runCtx => {
       const own = path.join(this.engine.options.workRoot, `${randomUUID()}.tgz`);
       await fs.link(repo.tgzPath, own);
       try {
         const result = await this.execute(req, own, runCtx);
         this.cache.set(key, result);
+        metrics.cacheStoredBytes.inc(resultBytes(result));
         return result;
       } finally {
         await fs.rm(own, { force: true });
       }
     });
+    noteCache(this.coalescer.coalesced > joinedBefore ? 'coalesced' : 'miss');
+    return run;
   }
 
   private async execute(req: PluginRequest, tgzPath: string, ctx: Ctx): Promise<PluginResult> {
@@ -52,9 +64,11 @@ export class LocalDispatcher implements Dispatcher {
     } catch (err) {
       throw wrap(RPC_TEXT[req.kind].command, err);
     }
+    metrics.concurrencyInUse.inc();
     try {
       return await executeRequest(this.engine, req, tgzPath, ctx);
     } finally {
+      metrics.concurrencyInUse.dec();
       release();
     }
   }
