@@ -53,10 +53,13 @@ export async function timeStage<T>(stage: Stage, fn: () => Promise<T> | T): Prom
 
 /** Record how the current request met the output cache (first result wins: a hit after a coalesce stays coalesced). */
 export function noteCache(result: CacheResult): void {
+  const trace = currentTrace();
+  if (trace) {
+    if (trace.cache !== undefined) return;
+    trace.cache = result;
+  }
   metrics.cacheLookups.inc({ result });
   if (result === 'coalesced') metrics.coalesced.inc();
-  const trace = currentTrace();
-  if (trace && trace.cache === undefined) trace.cache = result;
 }
 
 /** Record a plugin command's timeout and kill, read from its error text (the texts are fixed by the contract). */

@@ -6,6 +6,7 @@ import type { RedisOptions } from '../../cmp/config/options.js';
 import type { Ctx } from '../../cmp/context.js';
 import { CmpError, wrap, ourError } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
+import { noteCache, timeStage } from '../../cmp/observe/request-trace.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
 import { storeBlob } from '../../cmp/queue/blob-store.js';
@@ -105,6 +106,11 @@ export class QueueDispatcher implements Dispatcher {
     return withTimeout(ready, ms, () => new Error('timeout')).catch(() => false);
   }
 
+  /** The fail-fast command connection: readiness and the queue-depth gauge read it. */
+  get commandConnection(): Redis {
+    return this.redis;
+  }
+
   /** Requests this proxy has queued or running now. */
   get inFlight(): number {
     return this.inflight;
@@ -114,9 +120,12 @@ export class QueueDispatcher implements Dispatcher {
     if (ctx.signal.aborted) throw wrap(RPC_TEXT[req.kind].command, ctx.signal.reason);
     const app = appNameOf(req.env);
     if (key !== undefined) {
-      const hit = await this.guard(req.kind, ctx, this.lookup(key, app));
-      if (hit) return hit;
-    }
+      const hit = await timeStage('lookup', () => this.guard(req.kind, ctx, this.lookup(key, app)));
+      if (hit) {
+        noteCache('hit');
+        return hit;
+      }
+    } else noteCache('bypass');
     if (this.inflight >= this.ro.maxInflight) {
       throw ourError('tooManyInflight', this.ro.maxInflight);
     }
@@ -142,7 +151,7 @@ export class QueueDispatcher implements Dispatcher {
   /** One enqueue-and-wait; `{retry}` when the job we joined was cancelled or removed by others. */
   private async attempt(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, last: boolean): Promise<Attempt> {
     const { kind } = req;
-    await this.guard(kind, ctx, this.upload(repo));
+    await timeStage('upload', () => this.guard(kind, ctx, this.upload(repo)));
     const queue = await this.guard(kind, ctx, this.getQueue());
     const depth = await this.guard(kind, ctx, queue.count());
     if (depth >= this.ro.maxQueueDepth) {
@@ -152,7 +161,8 @@ export class QueueDispatcher implements Dispatcher {
     const waitersKey = this.keys.waiters(this.deps.pluginName, waitId);
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
     // Counted before the add: a worker never starts a job nobody is known to wait for.
-    await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, waitMs));
+    const waiters = await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, waitMs));
+    if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss');
     let joined = true;
     const leave = async (): Promise<number> => {
       if (!joined) return 0;
@@ -176,7 +186,7 @@ export class QueueDispatcher implements Dispatcher {
       const job = await this.guard(kind, ctx, queue.add(kind, data, this.jobOptions(key)));
       const jobId = job.id!;
       const waiting = this.waiter.wait(jobId);
-      const end = await raceAbort(waiting.done, ctx.signal);
+      const end = await timeStage('remote', () => raceAbort(waiting.done, ctx.signal));
       if (end === 'aborted') {
         waiting.stop();
         return await this.abandon(queue, jobId, kind, ctx, leave);
