@@ -10,6 +10,7 @@ import { extractTgz } from '../tar/extract.js';
 import { commandEnv } from '../exec/env.js';
 import { runCommand } from '../exec/run-command.js';
 import { splitManifests } from '../split/split-manifests.js';
+import { noteExecFailure, timeStage } from '../observe/request-trace.js';
 import { announceParameters, parseDynamicParameters } from './parameters.js';
 import { discoverByPattern } from './discover.js';
 import { secureJoin } from './secure-join.js';
@@ -39,11 +40,13 @@ export async function executeRequest(engine: Engine, req: PluginRequest, tgzPath
   }
   try {
     try {
-      await extractTgz(tgzPath, dir, {
-        preserveFileMode: engine.config.spec.preserveFileMode,
-        maxExtractedBytes: engine.options.limits.extractedBytes,
-        maxEntries: engine.options.limits.entries,
-      });
+      await timeStage('extract', () =>
+        extractTgz(tgzPath, dir, {
+          preserveFileMode: engine.config.spec.preserveFileMode,
+          maxExtractedBytes: engine.options.limits.extractedBytes,
+          maxEntries: engine.options.limits.entries,
+        }),
+      );
     } catch (err) {
       throw wrap(`${text.receive}: error decompressing tgz file`, err);
     }
@@ -67,7 +70,17 @@ function boundedAppPath(dir: string, appRelPath: string): string {
   return appPath;
 }
 
+/** One plugin command, timed as the `exec` stage; timeouts and kills are counted from its error. */
 function run(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx): Promise<Buffer> {
+  return timeStage('exec', () =>
+    runPluginCommand(engine, argv, cwd, req, ctx).catch((err: unknown) => {
+      if (err instanceof CmpError) noteExecFailure(err.message, ctx.signal.aborted, err.code === Status.RESOURCE_EXHAUSTED);
+      throw err;
+    }),
+  );
+}
+
+function runPluginCommand(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx): Promise<Buffer> {
   const { options } = engine;
   return runCommand({
     argv,
@@ -92,7 +105,7 @@ async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ct
     throw wrap(RPC_TEXT.generate.command, err);
   }
   try {
-    return { kind: 'generate', manifests: splitManifests(out) };
+    return { kind: 'generate', manifests: await timeStage('split', () => splitManifests(out)) };
   } catch (err) {
     throw wrap(RPC_TEXT.generate.command, err);
   }
