@@ -8,6 +8,8 @@ import type { Ctx } from '../cmp/context.js';
 import { canceled, CmpError, codeOf, deadlineExceeded, messageOf, ourError } from '../cmp/errors.js';
 import type { Logger } from '../cmp/log.js';
 import { executeRequest, type Engine } from '../cmp/plugin/execute.js';
+import { metrics, resultBytes } from '../cmp/observe/metrics.js';
+import { currentTrace, RequestTrace, withTrace } from '../cmp/observe/request-trace.js';
 import { fetchBlob } from '../cmp/queue/blob-store.js';
 import { encodeFailure, InvalidJobError, requestOf, verifyJob, type JobData, type JobFailure, type JobReturn } from '../cmp/queue/job-contract.js';
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
@@ -48,7 +50,26 @@ export function createProcessor(deps: ProcessorDeps) {
   const failureOf = (err: CmpError): JobFailure => ({ code: err.code, message: err.message, canceled: false });
 
   // Three declared parameters: BullMQ passes the AbortSignal only to processors that take it.
-  return async function process(job: Job, _token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn> {
+  return async function process(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn> {
+    const trace = new RequestTrace();
+    metrics.concurrencyInUse.inc();
+    let outcome = 'failed';
+    try {
+      const ret = await withTrace(trace, () => processJob(job, token, signal));
+      outcome = ret.cached ? 'cached' : 'completed';
+      return { key: ret.key };
+    } catch (err) {
+      // A plain Error is retried by BullMQ (infrastructure trouble); an UnrecoverableError is final.
+      outcome = err instanceof UnrecoverableError ? (trace.skipped ? 'skipped' : 'failed') : 'retried';
+      throw err;
+    } finally {
+      metrics.concurrencyInUse.dec();
+      metrics.jobs.inc({ outcome });
+      log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome, attempt: job.attemptsMade + 1, ms: trace.durations() }, 'job');
+    }
+  };
+
+  async function processJob(job: Job, _token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn & { cached?: boolean }> {
     const jobId = job.id!;
     let data: JobData;
     try {
@@ -60,6 +81,12 @@ export function createProcessor(deps: ProcessorDeps) {
     }
     if (data.plugin !== deps.queue) {
       throw fail(jobId, failureOf(ourError('wrongQueue', data.plugin, deps.queue)));
+    }
+    const trace = currentTrace();
+    if (trace) {
+      trace.app = appNameOf(data.env);
+      trace.bytes = data.size;
+      trace.addStage('queue_wait', Math.max(0, Date.now() - data.enqueuedAt));
     }
     if (data.specDigest !== deps.specDigest) {
       log.warn({ jobId, proxy: data.specDigest, worker: deps.specDigest }, 'plugin spec mismatch, job refused');
@@ -81,12 +108,13 @@ export function createProcessor(deps: ProcessorDeps) {
     if (waiters <= 0 || ac.signal.aborted) {
       if (shutdown) throw new Error('cmp-offload: worker shutting down');
       log.info({ jobId }, 'nobody waits for this job any more; not running it');
+      if (trace) trace.skipped = true;
       throw fail(jobId, { code: Status.CANCELLED, message: 'context canceled', canceled: true });
     }
 
     const key = data.cacheKey !== null ? keys.cacheEntry(data.plugin, appNameOf(data.env), data.cacheKey) : keys.result(deps.queue, jobId);
     // A caller that missed the cache just before an identical job finished enqueues anew: answer it from the cache.
-    if (data.cacheKey !== null && 'found' in (await readResult(deps.redis, signingKey, key))) return { key };
+    if (data.cacheKey !== null && 'found' in (await readResult(deps.redis, signingKey, key))) return { key, cached: true };
 
     const tgzPath = path.join(engine.options.workRoot, `${randomUUID()}.tgz`);
     try {
@@ -97,7 +125,6 @@ export function createProcessor(deps: ProcessorDeps) {
         throw new Error(`cmp-offload: fetching the tarball failed: ${messageOf(err)}`);
       }
       const ctx: Ctx = { signal: ac.signal, deadline: undefined };
-      const started = Date.now();
       let result;
       try {
         result = await executeRequest(engine, requestOf(data), tgzPath, ctx);
@@ -106,7 +133,7 @@ export function createProcessor(deps: ProcessorDeps) {
         throw fail(jobId, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });
       }
       await writeResult(deps.redis, signingKey, key, result, data.cacheKey !== null ? ttlMs : resultTtlMs);
-      log.info({ jobId, kind: data.kind, ms: Date.now() - started }, 'job done');
+      if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(resultBytes(result));
       return { key };
     } finally {
       signal?.removeEventListener('abort', onAbort);

@@ -13,6 +13,8 @@ export class RequestTrace {
   cache: CacheResult | undefined;
   bytes = 0;
   app = '';
+  /** A job not run because nobody waited for it any more (worker). */
+  skipped = false;
 
   /** Add a stage duration (stages may repeat, e.g. init + generate are both `exec`). */
   addStage(stage: Stage, ms: number): void {
