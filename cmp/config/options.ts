@@ -1,6 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { RevisionRule } from '../cache/traced-key.js';
+import type { TraceOptions } from '../trace/read-recorder.js';
 import { parseGoDuration } from './go-duration.js';
 
 /**
@@ -25,8 +27,14 @@ export interface Options {
   /** CMP_OFFLOAD_CONCURRENCY: plugin runs at once in this process. */
   concurrency: number;
   cache: {
-    /** CMP_OFFLOAD_CACHE: `on` or `off`. */
+    /** CMP_OFFLOAD_CACHE: `on` (content cache), `traced` (input-traced, see README) or `off`. */
     enabled: boolean;
+    /** CMP_OFFLOAD_CACHE=traced: generate results are also keyed by the inputs their run read. */
+    traced: boolean;
+    /** CMP_OFFLOAD_CACHE_REVISION: `auto` or `always` (when a traced entry is bound to the revision). */
+    revision: RevisionRule;
+    /** The read recorder of the traced cache (CMP_OFFLOAD_TRACE_*). */
+    trace: TraceOptions;
     /** CMP_OFFLOAD_CACHE_TTL */
     ttlMs: number;
     /** CMP_OFFLOAD_CACHE_SALT, mixed into every key (e.g. the worker image tag). */
@@ -125,7 +133,14 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     execFatalTimeoutMs: argoDuration(env.ARGOCD_EXEC_FATAL_TIMEOUT, 10_000),
     concurrency: integer(env, 'CMP_OFFLOAD_CONCURRENCY', Math.max(1, os.availableParallelism()), 1),
     cache: {
-      enabled: oneOf(env, 'CMP_OFFLOAD_CACHE', ['on', 'off'], 'on') === 'on',
+      enabled: oneOf(env, 'CMP_OFFLOAD_CACHE', ['on', 'traced', 'off'], 'on') !== 'off',
+      traced: env.CMP_OFFLOAD_CACHE === 'traced',
+      revision: oneOf(env, 'CMP_OFFLOAD_CACHE_REVISION', ['auto', 'always'], 'auto'),
+      trace: {
+        strace: env.CMP_OFFLOAD_TRACE_STRACE || 'strace',
+        maxPaths: integer(env, 'CMP_OFFLOAD_TRACE_MAX_PATHS', 100_000, 1),
+        maxTraceBytes: bytes(env, 'CMP_OFFLOAD_TRACE_MAX_BYTES', 512 * MiB),
+      },
       ttlMs: duration(env, 'CMP_OFFLOAD_CACHE_TTL', 24 * 3600_000),
       salt: env.CMP_OFFLOAD_CACHE_SALT ?? '',
       ignoreEnv: new Set(list(env.CMP_OFFLOAD_CACHE_IGNORE_ENV)),

@@ -25,6 +25,11 @@ export interface RunOptions {
   pathEnv?: string;
   /** Called with the pid (which is also the pgid) once the process runs. */
   onSpawn?(pid: number): void;
+  /**
+   * Run the command under another program (the traced cache's recorder): given the argv, the
+   * looked-up file and the final env, return what to spawn instead, or undefined to run it as is.
+   */
+  wrap?(argv: readonly string[], file: string, cwd: string, env: Readonly<Record<string, string>>): { file: string; args: string[]; argv0: string } | undefined;
 }
 
 /** Argo (v2.9+) gives a command's process group this long between SIGTERM and SIGKILL. */
@@ -50,9 +55,10 @@ export async function runCommand(opts: RunOptions): Promise<Buffer> {
   const env = spawnEnv(opts.env);
   checkExecFormat(file, cwd);
 
+  const target = opts.wrap?.(argv, file, cwd, env) ?? { file, args: argv.slice(1), argv0: name };
   let child: ChildProcess;
   try {
-    child = spawn(file, argv.slice(1), { argv0: name, cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    child = spawn(target.file, target.args, { argv0: target.argv0, cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   } catch (err) {
     throw new CmpError(startErrorText(file, err));
   }

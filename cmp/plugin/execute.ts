@@ -9,6 +9,7 @@ import { commandArgv, discoveryConfigured, type PluginConfig } from '../config/p
 import { extractTgz } from '../tar/extract.js';
 import { commandEnv } from '../exec/env.js';
 import { runCommand } from '../exec/run-command.js';
+import { ReadRecorder, type RecordedReads } from '../trace/read-recorder.js';
 import { splitManifests } from '../split/split-manifests.js';
 import { noteExecFailure, timeStage } from '../observe/request-trace.js';
 import { announceParameters, parseDynamicParameters } from './parameters.js';
@@ -24,13 +25,18 @@ export interface Engine {
   readonly baseEnv: NodeJS.ProcessEnv;
 }
 
+/** Receives what a generate run read (traced cache); left empty for other kinds and failed runs. */
+export interface ReadSink {
+  reads?: RecordedReads;
+}
+
 /**
  * Run one request on a verified tarball, as argocd-cmp-server does after receiving it: a fresh
  * work dir, extraction with the contract's rules, the RPC's steps, and removal of the work dir
  * whatever happens. This is the one code path of both modes: the standalone proxy calls it
  * in-process, the worker calls it for each job.
  */
-export async function executeRequest(engine: Engine, req: PluginRequest, tgzPath: string, ctx: Ctx): Promise<PluginResult> {
+export async function executeRequest(engine: Engine, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
   const text = RPC_TEXT[req.kind];
   const dir = path.join(engine.options.workRoot, randomUUID());
   try {
@@ -52,7 +58,7 @@ export async function executeRequest(engine: Engine, req: PluginRequest, tgzPath
     }
     switch (req.kind) {
       case 'generate':
-        return await generate(engine, req, dir, ctx);
+        return await generate(engine, req, dir, ctx, sink);
       case 'match':
         return await match(engine, req, dir, ctx);
       case 'parameters':
@@ -71,18 +77,37 @@ function boundedAppPath(dir: string, appRelPath: string): string {
 }
 
 /** One plugin command, timed as the `exec` stage; timeouts and kills are counted from its error. */
-function run(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx): Promise<Buffer> {
+function run(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx, recorder?: ReadRecorder): Promise<Buffer> {
   return timeStage('exec', () =>
-    runPluginCommand(engine, argv, cwd, req, ctx).catch((err: unknown) => {
+    runMaybeTraced(engine, argv, cwd, req, ctx, recorder).catch((err: unknown) => {
       if (err instanceof CmpError) noteExecFailure(err.message, ctx.signal.aborted, err.code === Status.RESOURCE_EXHAUSTED);
       throw err;
     }),
   );
 }
 
-function runPluginCommand(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx): Promise<Buffer> {
+/** A command under the read recorder when there is one, else as is. */
+async function runMaybeTraced(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx, recorder?: ReadRecorder): Promise<Buffer> {
+  if (recorder) {
+    try {
+      return await runPluginCommand(engine, argv, cwd, req, ctx, recorder);
+    } catch (err) {
+      // The tracer could not exec the command: nothing ran, so run it as is for Go's own error text.
+      if (!(err instanceof CmpError) || !TRACER_EXEC_FAILED.test(err.message)) throw err;
+      recorder.giveUp('the tracer could not start the command');
+    }
+  }
+  return runPluginCommand(engine, argv, cwd, req, ctx);
+}
+
+/** strace's text when its execve of the command fails. */
+const TRACER_EXEC_FAILED = /^`[^]*` failed exit status 1: strace: exec: /;
+
+function runPluginCommand(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx, recorder?: ReadRecorder): Promise<Buffer> {
   const { options } = engine;
+  const pathEnv = engine.baseEnv.PATH ?? process.env.PATH ?? '';
   return runCommand({
+    wrap: recorder ? (argv, file, cwd, env) => recorder.wrap(argv, file, cwd, env, pathEnv) : undefined,
     argv,
     cwd,
     env: commandEnv(engine.baseEnv, req.env),
@@ -94,15 +119,22 @@ function runPluginCommand(engine: Engine, argv: string[], cwd: string, req: Plug
   });
 }
 
-async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ctx): Promise<PluginResult> {
+async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
   const appPath = boundedAppPath(dir, req.appRelPath);
   const { spec } = engine.config;
+  const recorder = sink ? await ReadRecorder.start(engine.options.cache.trace, dir, engine.baseEnv) : undefined;
   let out: Buffer;
   try {
-    if (spec.init.command.length > 0) await run(engine, commandArgv(spec.init), appPath, req, ctx);
-    out = await run(engine, commandArgv(spec.generate), appPath, req, ctx);
-  } catch (err) {
-    throw wrap(RPC_TEXT.generate.command, err);
+    try {
+      if (spec.init.command.length > 0) await run(engine, commandArgv(spec.init), appPath, req, ctx, recorder);
+      out = await run(engine, commandArgv(spec.generate), appPath, req, ctx, recorder);
+    } catch (err) {
+      throw wrap(RPC_TEXT.generate.command, err);
+    }
+  } finally {
+    // Parsed while the work dir still exists (paths are resolved against it).
+    const reads = await recorder?.finish();
+    if (sink) sink.reads = reads;
   }
   try {
     return { kind: 'generate', manifests: await timeStage('split', () => splitManifests(out)) };

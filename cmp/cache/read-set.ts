@@ -1,0 +1,93 @@
+import { createHash } from 'node:crypto';
+import type { TreeIndex } from '../tar/tree-index.js';
+import type { RecordedReads } from '../trace/read-recorder.js';
+
+/**
+ * Which inputs one run depended on, by name only: the paths it touched (their type and
+ * content count) and the directories whose entry names count. The same shape is checked
+ * against any later tree; the states it finds there decide the entry key. `revision`: the
+ * output quoted the revision, so the entry is bound to it.
+ */
+export interface Shape {
+  touched: string[];
+  listed: string[];
+  revision: boolean;
+}
+
+const SHAPE_VERSION = 'cmp-offload/shape/v1';
+
+/**
+ * The shape of a completely recorded run over the tree it ran on, or undefined when the record
+ * cannot be trusted for this tree: a renamed directory (its files were then read under other
+ * names). Conservative rule of the issue: the directory containing each touched path that is
+ * not itself a directory counts as listed, so a new file next to a probed one invalidates.
+ */
+export function shapeOf(reads: Extract<RecordedReads, { complete: true }>, index: TreeIndex, revision: boolean): Shape | undefined {
+  for (const m of reads.moved) {
+    if (m === '' || index.entries.get(m)?.type === 'dir') return undefined;
+  }
+  const listed = new Set(reads.listed);
+  for (const p of reads.touched) {
+    if (p === '' || index.entries.get(p)?.type === 'dir') continue;
+    listed.add(parentOf(p));
+  }
+  return { touched: [...reads.touched].sort(), listed: [...listed].sort(), revision };
+}
+
+/** A stable name of a shape. */
+export function shapeId(shape: Shape): string {
+  return createHash('sha256').update(JSON.stringify([SHAPE_VERSION, shape.touched, shape.listed, shape.revision])).digest('hex');
+}
+
+/**
+ * sha256 of what the shape's paths are in `index`: for each touched path its type and content
+ * digest (or absence; modes only with preserveFileMode), for each listed directory its entry
+ * names. Equal digests mean the run would have seen the same inputs. Needs a simple tree
+ * (no symlinks, no duplicates): only then is the index exactly the extracted tree.
+ */
+export function stateDigest(index: TreeIndex, shape: Shape, preserveFileMode: boolean): string {
+  const children = childrenOf(index);
+  const h = createHash('sha256');
+  h.update(`${SHAPE_VERSION}\n`);
+  for (const p of shape.touched) h.update(`t ${JSON.stringify(p)} ${stateOf(index, p, preserveFileMode)}\n`);
+  for (const d of shape.listed) {
+    const node = d === '' ? 'd' : stateOf(index, d, false);
+    const names = node === 'd' ? (children.get(d) ?? []).map(n => JSON.stringify(n)).join(',') : node;
+    h.update(`l ${JSON.stringify(d)} ${names}\n`);
+  }
+  return h.digest('hex');
+}
+
+function stateOf(index: TreeIndex, p: string, preserveFileMode: boolean): string {
+  if (p === '') return 'd';
+  const e = index.entries.get(p);
+  if (!e) return '-';
+  const mode = preserveFileMode ? ` ${e.mode.toString(8)}` : '';
+  if (e.type === 'file') return `f ${e.sha256 ?? ''}${mode}`;
+  if (e.type === 'dir') return preserveFileMode ? `d${mode}` : 'd';
+  return `l ${JSON.stringify(e.linkTarget ?? '')}`;
+}
+
+const childrenCache = new WeakMap<TreeIndex, Map<string, string[]>>();
+
+/** Sorted entry names of every directory of the index (computed once per index). */
+function childrenOf(index: TreeIndex): Map<string, string[]> {
+  let map = childrenCache.get(index);
+  if (!map) {
+    map = new Map();
+    for (const p of index.entries.keys()) {
+      const parent = parentOf(p);
+      let list = map.get(parent);
+      if (!list) map.set(parent, (list = []));
+      list.push(p.slice(parent === '' ? 0 : parent.length + 1));
+    }
+    for (const list of map.values()) list.sort();
+    childrenCache.set(index, map);
+  }
+  return map;
+}
+
+function parentOf(p: string): string {
+  const i = p.lastIndexOf('/');
+  return i < 0 ? '' : p.slice(0, i);
+}

@@ -1,0 +1,66 @@
+import { createHash } from 'node:crypto';
+import type { EnvEntry, PluginResult } from '../plugin/request.js';
+import type { TreeIndex } from '../tar/tree-index.js';
+import { cacheKey, type CacheKeyInput } from './cache-key.js';
+import { shapeId, stateDigest, type Shape } from './read-set.js';
+
+/** The build env that changes with every commit (cmp-contract: Argo's build environment). */
+export const REVISION_ENV = ['ARGOCD_APP_REVISION', 'ARGOCD_APP_REVISION_SHORT', 'ARGOCD_APP_REVISION_SHORT_8'] as const;
+
+/**
+ * CMP_OFFLOAD_CACHE_REVISION: `auto` binds an entry to the revision only when its output
+ * contains one of the revision values; `always` binds every entry (a plugin that uses the
+ * revision without printing it is then safe, at the cost of no reuse across commits).
+ */
+export type RevisionRule = 'auto' | 'always';
+
+/** What the proxy knows about a generate request when the traced cache may answer it. */
+export interface TracedRequest {
+  /** Plugin, spec digest, salt, kind, app path and env minus the revision variables. */
+  baseKey: string;
+  /** Values of the revision variables in the request (last one of each name wins), non-empty only. */
+  revision: string[];
+  index: TreeIndex;
+  preserveFileMode: boolean;
+  rule: RevisionRule;
+}
+
+/** The key every traced entry of one request family shares: the content cache key without tree and revision. */
+export function tracedBaseKey(input: Omit<CacheKeyInput, 'contentDigest'>): string {
+  const ignoreEnv = new Set([...input.ignoreEnv, ...REVISION_ENV]);
+  return cacheKey({ ...input, ignoreEnv, contentDigest: 'traced/v1' });
+}
+
+/** The values of the revision variables in a request env. */
+export function revisionValues(env: readonly EnvEntry[]): string[] {
+  const last = new Map<string, string>();
+  for (const e of env) if ((REVISION_ENV as readonly string[]).includes(e.name)) last.set(e.name, e.value);
+  return REVISION_ENV.map(n => last.get(n) ?? '');
+}
+
+/** Whether a fresh result must be bound to the request's revision (see RevisionRule). */
+export function boundToRevision(result: PluginResult, t: TracedRequest): boolean {
+  if (t.rule === 'always') return true;
+  if (result.kind !== 'generate') return true;
+  const values = t.revision.filter(v => v !== '');
+  return values.length > 0 && result.manifests.some(m => values.some(v => m.includes(v)));
+}
+
+/** The cache key of the result whose run had `shape`, for the tree and revision of `t`. */
+export function tracedEntryKey(t: TracedRequest, shape: Shape): string {
+  const parts = [
+    'cmp-offload/traced-entry/v1',
+    t.baseKey,
+    shapeId(shape),
+    stateDigest(t.index, shape, t.preserveFileMode),
+    shape.revision ? t.revision : null,
+  ];
+  return createHash('sha256').update(JSON.stringify(parts)).digest('hex');
+}
+
+/**
+ * How traced requests met the cache, per process: `hits` answered without a run, `misses`
+ * ran and recorded their reads, `fallbacks` ran with the record incomplete (or the tree not
+ * traceable), so only the whole-tree key was stored. Read by the metrics module.
+ */
+export const tracedStats = { hits: 0, misses: 0, fallbacks: 0 };

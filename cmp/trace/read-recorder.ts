@@ -1,0 +1,170 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { accessSync, constants as fsConstants, createReadStream, statSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { StraceParser, type RawReads } from './strace-parse.js';
+
+/** The traced cache's recorder settings (CMP_OFFLOAD_TRACE_*). */
+export interface TraceOptions {
+  /** CMP_OFFLOAD_TRACE_STRACE: the strace binary (name looked up in PATH, or a path). */
+  strace: string;
+  /** CMP_OFFLOAD_TRACE_MAX_PATHS: distinct paths one run may touch before its record is given up. */
+  maxPaths: number;
+  /** CMP_OFFLOAD_TRACE_MAX_BYTES: trace output one command may write before its record is given up. */
+  maxTraceBytes: number;
+}
+
+/**
+ * What a run read under its work dir, relative to it (`''` is the work dir itself), or why
+ * that is unknown. `touched`: every path given to a file syscall; `listed`: directories whose
+ * entries were read; `moved`: rename sources.
+ */
+export type RecordedReads =
+  | { complete: true; touched: string[]; listed: string[]; moved: string[] }
+  | { complete: false; reason: string };
+
+/** How one command is spawned under the tracer. */
+export interface TracedSpawn {
+  file: string;
+  args: string[];
+  argv0: string;
+}
+
+// File syscalls (opens, stats, probes, execs, renames...), directory reads, cwd changes and
+// process creation (to follow cwds), plus the ones that make a record untrustworthy.
+const SYSCALLS = '%file,getdents64,getdents,fchdir,clone,clone3,fork,vfork,io_uring_setup,open_by_handle_at';
+const STRACE_FLAGS = ['-f', '-qq', '-y', '-xx', '-s', '0', '--seccomp-bpf', '-e', `trace=${SYSCALLS}`];
+
+const probes = new Map<string, Promise<boolean>>();
+
+/**
+ * Whether `strace` works here with our flags (installed, ptrace permitted, seccomp-bpf
+ * supported). Asked once per binary and process: a tracer that cannot attach would otherwise
+ * turn every plugin run into strace's own error.
+ */
+export function tracerWorks(strace: string, env: NodeJS.ProcessEnv): Promise<boolean> {
+  let p = probes.get(strace);
+  if (!p) {
+    p = new Promise(resolve => {
+      execFile(strace, [...STRACE_FLAGS, '-o', '/dev/null', '--', 'true'], { env, timeout: 10_000 }, err => resolve(!err));
+    });
+    probes.set(strace, p);
+  }
+  return p;
+}
+
+/**
+ * Records the reads of one request's commands (init, generate) under `workDir`: each command
+ * runs under `strace -f` writing its own trace file next to the work dir; `finish()` parses
+ * them. Any doubt — tracer unusable, a command it could not wrap faithfully, a trace too big,
+ * a path it cannot attribute — makes the record incomplete, never smaller than the truth.
+ */
+export class ReadRecorder {
+  private readonly traces: Array<{ file: string; cwd: string }> = [];
+  private incomplete: string | undefined;
+  private readonly watchers: NodeJS.Timeout[] = [];
+
+  private constructor(
+    private readonly opts: TraceOptions,
+    private readonly workDir: string,
+    usable: boolean,
+  ) {
+    if (!usable) this.incomplete = `the tracer ${opts.strace} is not usable here`;
+  }
+
+  /** A recorder for the work dir `workDir` (resolved to its real path, as the tracer reports paths). */
+  static async start(opts: TraceOptions, workDir: string, env: NodeJS.ProcessEnv): Promise<ReadRecorder> {
+    const usable = await tracerWorks(opts.strace, env);
+    return new ReadRecorder(opts, await fs.realpath(workDir), usable);
+  }
+
+  /**
+   * How to spawn one command under the tracer, or undefined to run it as is (the record is
+   * then incomplete). The traced process must be exec'd exactly as Argo would: strace looks
+   * a bare name up in the command env's PATH, so that must be the PATH we looked it up in,
+   * and it must be runnable (otherwise Go's own exec error text must reach the caller).
+   */
+  wrap(argv: readonly string[], file: string, cwd: string, env: Readonly<Record<string, string>>, pathEnv: string): TracedSpawn | undefined {
+    if (this.incomplete) return undefined;
+    const name = argv[0]!;
+    if (!name.includes('/') && env.PATH !== pathEnv) {
+      this.incomplete = 'the command env changes PATH';
+      return undefined;
+    }
+    try {
+      const full = path.resolve(cwd, file);
+      if (!statSync(full).isFile()) throw new Error('not a file');
+      accessSync(full, fsConstants.X_OK);
+    } catch {
+      this.incomplete = 'the command is not runnable';
+      return undefined;
+    }
+    const traceFile = path.join(path.dirname(this.workDir), `${path.basename(this.workDir)}.${randomUUID()}.trace`);
+    this.traces.push({ file: traceFile, cwd });
+    this.watch(traceFile);
+    return { file: this.opts.strace, args: [...STRACE_FLAGS, '-o', traceFile, '--', name, ...argv.slice(1)], argv0: this.opts.strace };
+  }
+
+  /** Mark the record incomplete (e.g. a command could not be checked before wrapping). */
+  giveUp(reason: string): void {
+    this.incomplete ??= reason;
+  }
+
+  /** Parse the traces and remove them; relative paths under the work dir. */
+  async finish(): Promise<RecordedReads> {
+    for (const w of this.watchers) clearInterval(w);
+    try {
+      if (this.incomplete) return { complete: false, reason: this.incomplete };
+      const touched = new Set<string>();
+      const listed = new Set<string>();
+      const moved = new Set<string>();
+      for (const t of this.traces) {
+        const raw = await this.parse(t.file, t.cwd);
+        if (raw.incomplete) return { complete: false, reason: raw.incomplete };
+        for (const p of raw.touched) addRelative(touched, this.workDir, p);
+        for (const p of raw.listed) addRelative(listed, this.workDir, p);
+        for (const p of raw.moved) addRelative(moved, this.workDir, p);
+      }
+      // Re-checked after parsing: the watchdog may have fired meanwhile.
+      if (this.incomplete) return { complete: false, reason: this.incomplete };
+      return { complete: true, touched: [...touched].sort(), listed: [...listed].sort(), moved: [...moved].sort() };
+    } finally {
+      await Promise.all(this.traces.map(t => fs.rm(t.file, { force: true })));
+    }
+  }
+
+  private async parse(file: string, cwd: string): Promise<RawReads> {
+    const parser = new StraceParser(await fs.realpath(cwd).catch(() => cwd), this.opts.maxPaths);
+    try {
+      const lines = createInterface({ input: createReadStream(file), crlfDelay: Infinity });
+      for await (const line of lines) parser.line(line);
+    } catch (err) {
+      return { touched: new Set(), listed: new Set(), moved: new Set(), incomplete: `trace unreadable: ${(err as Error).message}` };
+    }
+    return parser.finish();
+  }
+
+  /** Bound the trace's disk use: past the limit the record is given up and the file emptied (it then stays sparse). */
+  private watch(file: string): void {
+    const timer = setInterval(() => {
+      void fs.stat(file).then(
+        st => {
+          if (st.size <= this.opts.maxTraceBytes) return;
+          this.giveUp(`the trace exceeded ${this.opts.maxTraceBytes} bytes (CMP_OFFLOAD_TRACE_MAX_BYTES)`);
+          void fs.truncate(file, 0).catch(() => {});
+        },
+        () => {},
+      );
+    }, 250);
+    timer.unref();
+    this.watchers.push(timer);
+  }
+}
+
+/** Add `abs` relative to `root` when it lies in it (`''` for the root itself). */
+function addRelative(into: Set<string>, root: string, abs: string): void {
+  if (abs === root) into.add('');
+  else if (abs.startsWith(`${root}/`)) into.add(abs.slice(root.length + 1));
+}
