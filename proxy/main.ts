@@ -5,11 +5,14 @@ import { compileOptions, DEFAULT_CONFIG_DIR, type Options } from '../cmp/config/
 import { discoveryConfigured, pluginSpecDigest, readPluginConfig, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { createLogger } from '../cmp/log.js';
+import { metrics } from '../cmp/observe/metrics.js';
+import { listenOps } from '../cmp/observe/ops-http.js';
 import type { Engine } from '../cmp/plugin/execute.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
 import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
 import { buildGrpcServer } from './grpc-server.js';
+import { buildProxyHttpApp } from './http-app.js';
 
 /**
  * `cmp-offload proxy`: the composition root. Starts like argocd-cmp-server (cmp-contract §1.3):
@@ -34,7 +37,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   let options: Options;
   let engine: Engine;
   try {
-    options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, '') });
+    options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, ''), role: 'proxy' });
     if (options.redis && !options.redis.signingKey) {
       throw new Error(
         'distributed mode (CMP_OFFLOAD_REDIS_URL) needs a signing key: set CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE',
@@ -61,7 +64,7 @@ export async function runProxy(argv: string[]): Promise<number> {
     log.warn('Redis is not reachable yet; requests fail with UNAVAILABLE until it is');
   }
   const inflight = new Set<Promise<unknown>>();
-  const server = buildGrpcServer({ engine, pluginName, specDigest, dispatcher, inflight });
+  const server = buildGrpcServer({ engine, pluginName, specDigest, dispatcher, inflight, log });
 
   // Argo listens first and then resets the work root; resetting first means no request can
   // ever land in a work dir that is about to be wiped.
@@ -82,6 +85,19 @@ export async function runProxy(argv: string[]): Promise<number> {
     await dispatcher.close();
     return 1;
   }
+  let listening = true;
+  metrics.info.set({ role: 'proxy', plugin: pluginName, mode: options.redis ? 'distributed' : 'standalone' }, 1);
+  if (!options.redis) metrics.concurrencyLimit.set(options.concurrency);
+  const http = options.http
+    ? buildProxyHttpApp({
+        socketPath,
+        listening: () => listening,
+        ...(dispatcher instanceof QueueDispatcher
+          ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
+          : { cache: (dispatcher as LocalDispatcher).cache }),
+      })
+    : undefined;
+  if (http && options.http) await listenOps(http, options.http, log);
   log.info(
     options.redis
       ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix }
@@ -102,6 +118,7 @@ export async function runProxy(argv: string[]): Promise<number> {
 
   // Stop accepting (the repo-server dials the socket path afresh for every use), let in-flight
   // requests finish within the grace period, then force the rest and kill what they left.
+  listening = false;
   await fs.rm(socketPath, { force: true }).catch(() => {});
   const graceful = new Promise<void>(resolve => server.tryShutdown(() => resolve()));
   const grace = new Promise<'timeout'>(resolve => setTimeout(() => resolve('timeout'), options.shutdownGraceMs).unref());
@@ -112,6 +129,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   await terminateAll(5_000);
   await Promise.allSettled([...inflight]);
   await dispatcher.close();
+  await http?.close().catch(() => {});
   await fs.rm(options.workRoot, { recursive: true, force: true }).catch(() => {});
   log.info('stopped');
   log.flush();

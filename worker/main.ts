@@ -1,15 +1,18 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { UnrecoverableError, Worker } from 'bullmq';
+import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { compileOptions, DEFAULT_CONFIG_DIR, type Options } from '../cmp/config/options.js';
 import { pluginSpecDigest, readPluginConfig, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { createLogger } from '../cmp/log.js';
+import { metrics } from '../cmp/observe/metrics.js';
+import { listenOps } from '../cmp/observe/ops-http.js';
 import type { Engine } from '../cmp/plugin/execute.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
+import { buildWorkerHttpApp } from './http-app.js';
 import { createProcessor, type AbortReason } from './processor.js';
 
 /**
@@ -37,7 +40,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   let options: Options;
   let engine: Engine;
   try {
-    options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, '') });
+    options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, ''), role: 'worker' });
     if (!options.redis) throw new Error('cmp-offload worker needs CMP_OFFLOAD_REDIS_URL');
     if (!options.redis.signingKey) {
       throw new Error('cmp-offload worker needs a signing key: set CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE');
@@ -92,6 +95,25 @@ export async function runWorker(argv: string[]): Promise<number> {
     new Promise<boolean>(resolve => setTimeout(() => resolve(false), ro.timeoutMs).unref()),
   ]);
   if (!connected) log.warn({ redis: redactedUrl(ro.url) }, 'Redis is not reachable yet; jobs are fetched once it is');
+
+  let stopping = false;
+  metrics.info.set({ role: 'worker', plugin: queue, mode: 'distributed' }, 1);
+  metrics.concurrencyLimit.set(options.concurrency);
+  // The dashboard's Queue gets its own connection: the command one refuses commands while connecting.
+  const dashboardConnection = options.dashboardToken ? connectRedis(ro, 'blocking', onRedisError) : undefined;
+  const dashboardQueue = dashboardConnection ? new Queue(queue, { connection: dashboardConnection, prefix: ro.prefix }) : undefined;
+  dashboardQueue?.on('error', onRedisError);
+  const http = options.http
+    ? await buildWorkerHttpApp({
+        redis,
+        blocking: workerConnection,
+        prefix: ro.prefix,
+        queue,
+        running: () => !stopping && worker.isRunning(),
+        ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
+      })
+    : undefined;
+  if (http && options.http) await listenOps(http, options.http, log);
   log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency }, 'worker ready');
 
   await new Promise<void>(resolve => {
@@ -105,6 +127,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     process.on('SIGINT', onSignal);
   });
 
+  stopping = true;
   const closing = worker.close();
   const grace = new Promise<'timeout'>(resolve => setTimeout(() => resolve('timeout'), options.shutdownGraceMs).unref());
   if ((await Promise.race([closing.then(() => 'done' as const), grace])) === 'timeout') {
@@ -114,6 +137,9 @@ export async function runWorker(argv: string[]): Promise<number> {
     await Promise.race([closing, new Promise(resolve => setTimeout(resolve, 5_000).unref())]);
   }
   await terminateAll(5_000);
+  await http?.close().catch(() => {});
+  await dashboardQueue?.close().catch(() => {});
+  dashboardConnection?.disconnect();
   subscriber.disconnect();
   workerConnection.disconnect();
   redis.disconnect();

@@ -25,7 +25,7 @@ export interface OpsHttpOptions {
  * one-line-per-request log.
  */
 export function buildOpsApp(opts: OpsHttpOptions): FastifyInstance {
-  const app = Fastify({ logger: false, disableRequestLogging: true });
+  const app = Fastify({ logger: false });
   app.get('/healthz', async (_req, reply) => reply.type('text/plain').send('ok\n'));
   app.get('/readyz', async (_req, reply) => {
     const failed = opts.checks.filter(c => !c.ok()).map(c => c.name);
