@@ -2,7 +2,7 @@
 // byte-wise (UTF-8) order, HTML-safe escaping, Go float64 formatting, NaN/Inf rejected.
 import { GoFloat, type GoMap, type GoValue } from './go-values.js';
 
-const NEEDS_ESCAPE = /["\\\u0000-\u001f<>&\u2028\u2029]/;
+const NEEDS_ESCAPE = /["\\\u0000-\u001f<>&\u2028\u2029\ud800-\udfff]/;
 const HEX = '0123456789abcdef';
 
 /** Go json string encoding with `escapeHTML` on (what json.Marshal uses). */
@@ -28,6 +28,13 @@ export function goJsonQuote(s: string): string {
     else if (c === 0x26) esc = '\\u0026';
     else if (c === 0x2028) esc = '\\u2028';
     else if (c === 0x2029) esc = '\\u2029';
+    else if (c >= 0xd800 && c <= 0xdfff) {
+      // A valid surrogate pair is one astral character, written raw; a lone surrogate stands for
+      // bytes that were not UTF-8, which Go writes as U+FFFD.
+      const next = s.charCodeAt(i + 1);
+      if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) i++;
+      else esc = '\\ufffd';
+    }
     if (esc !== undefined) {
       out += s.slice(from, i) + esc;
       from = i + 1;
