@@ -1,0 +1,39 @@
+# cmp-offload worker base image: runs `cmp-offload worker` under tini as PID 1, so that plugin
+# commands' orphaned children are reaped and signals reach node (argocd-cmp-server has its own
+# zombie reaper; a Node process does not).
+# Build from the repository root:
+#   docker build -f infra/docker/worker.Dockerfile -t ghcr.io/cmp-offload/cmp-offload-worker:0.1.0 .
+# It carries no plugin tools: build your own image FROM it and add them (see
+# worker-helm-kustomize.Dockerfile). The same image also serves as the sidecar in standalone
+# mode (`cmp-offload proxy` without CMP_OFFLOAD_REDIS_URL), where the proxy runs the plugin itself.
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /src
+COPY package.json package-lock.json tsconfig.json ./
+COPY bin ./bin
+COPY cmp ./cmp
+COPY proxy ./proxy
+COPY worker ./worker
+COPY proto ./proto
+# Only the runtime sources are copied, so `prepare` (tsc) compiles just them.
+RUN npm ci --no-audit --no-fund && npm prune --omit=dev
+
+FROM node:20-bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends tini ca-certificates git \
+ && rm -rf /var/lib/apt/lists/*
+RUN groupadd --gid 999 argocd && useradd --uid 999 --gid 999 --create-home --home-dir /home/argocd argocd \
+ && mkdir -p /home/argocd/cmp-server/config && chown -R 999:999 /home/argocd
+WORKDIR /app
+COPY --from=build /src/package.json ./package.json
+COPY --from=build /src/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+COPY --from=build /src/bin ./bin
+COPY --from=build /src/proto ./proto
+ENV NODE_ENV=production HOME=/home/argocd
+USER 999:999
+WORKDIR /home/argocd
+# /healthz, /readyz, /metrics and the optional dashboard (CMP_OFFLOAD_HTTP_ADDR).
+EXPOSE 9102
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/cmp-offload"]
+CMD ["worker"]
