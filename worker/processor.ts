@@ -7,7 +7,8 @@ import type { Redis } from 'ioredis';
 import type { Ctx } from '../cmp/context.js';
 import { canceled, CmpError, codeOf, deadlineExceeded, messageOf, ourError } from '../cmp/errors.js';
 import type { Logger } from '../cmp/log.js';
-import { executeRequest, type Engine } from '../cmp/plugin/execute.js';
+import { executeRequest, type Engine, type ReadSink } from '../cmp/plugin/execute.js';
+import { writeReads } from '../cmp/queue/traced-store.js';
 import { metrics, resultBytes } from '../cmp/observe/metrics.js';
 import { currentTrace, RequestTrace, withTrace } from '../cmp/observe/request-trace.js';
 import { fetchBlob } from '../cmp/queue/blob-store.js';
@@ -126,11 +127,17 @@ export function createProcessor(deps: ProcessorDeps) {
       }
       const ctx: Ctx = { signal: ac.signal, deadline: undefined };
       let result;
+      // Traced cache: record what the run reads; the proxy turns it into a traced entry.
+      const sink: ReadSink | undefined = engine.options.cache.traced && data.kind === 'generate' && data.cacheKey !== null ? {} : undefined;
       try {
-        result = await executeRequest(engine, requestOf(data), tgzPath, ctx);
+        result = await executeRequest(engine, requestOf(data), tgzPath, ctx, sink);
       } catch (err) {
         if (shutdown) throw new Error('cmp-offload: worker shutting down');
         throw fail(jobId, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });
+      }
+      if (sink) {
+        const readsKey = keys.tracedReads(data.plugin, appNameOf(data.env), data.cacheKey!);
+        await writeReads(deps.redis, signingKey, readsKey, sink.reads ?? { complete: false, reason: 'not recorded' }, resultTtlMs);
       }
       await writeResult(deps.redis, signingKey, key, result, data.cacheKey !== null ? ttlMs : resultTtlMs);
       if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(resultBytes(result));

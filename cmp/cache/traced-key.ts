@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import type { EnvEntry, PluginResult } from '../plugin/request.js';
 import type { TreeIndex } from '../tar/tree-index.js';
 import { cacheKey, type CacheKeyInput } from './cache-key.js';
-import { shapeId, stateDigest, type Shape } from './read-set.js';
+import type { RecordedReads } from '../trace/read-recorder.js';
+import { shapeId, shapeOf, stateDigest, type Shape } from './read-set.js';
 
 /** The build env that changes with every commit (cmp-contract: Argo's build environment). */
 export const REVISION_ENV = ['ARGOCD_APP_REVISION', 'ARGOCD_APP_REVISION_SHORT', 'ARGOCD_APP_REVISION_SHORT_8'] as const;
@@ -64,3 +65,18 @@ export function tracedEntryKey(t: TracedRequest, shape: Shape): string {
  * traceable), so only the whole-tree key was stored. Read by the metrics module.
  */
 export const tracedStats = { hits: 0, misses: 0, fallbacks: 0 };
+
+/**
+ * After a fresh run: the traced entry to store its result under, or undefined when the record
+ * is incomplete (tracer missing, limits, unattributable paths, a renamed directory): then
+ * only the whole-tree key holds the result. Counts the run as a miss or a fallback.
+ */
+export function entryForRun(t: TracedRequest, reads: RecordedReads | undefined, result: PluginResult): { key: string; shape: Shape } | undefined {
+  const shape = reads?.complete ? shapeOf(reads, t.index, boundToRevision(result, t)) : undefined;
+  if (!shape) {
+    tracedStats.fallbacks++;
+    return undefined;
+  }
+  tracedStats.misses++;
+  return { key: tracedEntryKey(t, shape), shape };
+}

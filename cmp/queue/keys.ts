@@ -25,6 +25,16 @@ export class KeySpace {
     return `${this.prefix}:out:${escapeKeyPart(plugin)}:${escapeKeyPart(app)}:${cacheKey}`;
   }
 
+  /** What the run behind a cache entry read (traced cache), written by the worker for the proxy. */
+  tracedReads(plugin: string, app: string, cacheKey: string): string {
+    return `${this.prefix}:reads:${escapeKeyPart(plugin)}:${escapeKeyPart(app)}:${cacheKey}`;
+  }
+
+  /** The read shapes of a request family (traced cache): a hash of shape id → signed shape. */
+  tracedShapes(plugin: string, app: string, baseKey: string): string {
+    return `${this.prefix}:shapes:${escapeKeyPart(plugin)}:${escapeKeyPart(app)}:${baseKey}`;
+  }
+
   /** SCAN pattern of cache entries, optionally of one plugin and/or one app. */
   cachePattern(filter: { plugin?: string; app?: string } = {}): string {
     const plugin = filter.plugin === undefined ? '*' : escapeKeyPart(filter.plugin);

@@ -1,13 +1,15 @@
 import type { Ctx } from '../../cmp/context.js';
+import type { TracedRequest } from '../../cmp/cache/traced-key.js';
 import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 
 /**
  * Where a verified request goes after ingest: run in-process (standalone mode) or through the
  * queue to a worker (distributed mode). `key` is the output cache key, or undefined when the
- * request cannot be cached or coalesced (cache off, tree not indexable).
+ * request cannot be cached or coalesced (cache off, tree not indexable). `traced` is set when
+ * the input-traced cache may answer it too (CMP_OFFLOAD_CACHE=traced, generate, simple tree).
  */
 export interface Dispatcher {
-  dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx): Promise<PluginResult>;
+  dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult>;
   close(): Promise<void>;
 }

@@ -3,9 +3,11 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Ctx } from '../../cmp/context.js';
 import { wrap } from '../../cmp/errors.js';
-import { executeRequest, type Engine } from '../../cmp/plugin/execute.js';
+import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
 import { MemoryCache } from '../../cmp/cache/memory-cache.js';
+import { MemoryShapeStore } from '../../cmp/cache/shape-store.js';
+import { entryForRun, tracedEntryKey, tracedStats, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import { metrics, resultBytes } from '../../cmp/observe/metrics.js';
 import { noteCache, timeStage } from '../../cmp/observe/request-trace.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
@@ -15,25 +17,30 @@ import { Semaphore } from './semaphore.js';
 
 /**
  * Standalone mode: the executor runs in this process with bounded concurrency, identical
- * requests in flight run once, and results live in a bounded in-memory LRU.
+ * requests in flight run once, and results live in a bounded in-memory LRU. With the traced
+ * cache, results are also stored under the inputs their run read, and the shapes of those
+ * reads are remembered per request family (a quarter of the cache budget).
  */
 export class LocalDispatcher implements Dispatcher {
   readonly cache: MemoryCache;
   readonly slots: Semaphore;
+  private readonly shapes: MemoryShapeStore;
   private readonly coalescer = new Coalescer<PluginResult>();
 
   constructor(private readonly engine: Engine) {
     const { cache, concurrency } = engine.options;
     this.cache = new MemoryCache(cache.maxBytes, cache.ttlMs);
+    this.shapes = new MemoryShapeStore(Math.ceil(cache.maxBytes / 4), cache.ttlMs);
     this.slots = new Semaphore(concurrency);
   }
 
-  async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx): Promise<PluginResult> {
+  async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
     if (key === undefined) {
       noteCache('bypass');
       return this.execute(req, repo.tgzPath, ctx);
     }
-    const hit = await timeStage('lookup', () => this.cache.get(key));
+    const hit = await timeStage('lookup', () => this.cache.get(key) ?? (traced ? this.tracedLookup(traced) : undefined));
+    if (traced && hit) tracedStats.hits++;
     if (hit) {
       noteCache('hit');
       return hit;
@@ -45,8 +52,14 @@ export class LocalDispatcher implements Dispatcher {
       const own = path.join(this.engine.options.workRoot, `${randomUUID()}.tgz`);
       await fs.link(repo.tgzPath, own);
       try {
-        const result = await this.execute(req, own, runCtx);
+        const sink: ReadSink | undefined = traced ? {} : undefined;
+        const result = await this.execute(req, own, runCtx, sink);
         this.cache.set(key, result);
+        const entry = traced ? entryForRun(traced, sink!.reads, result) : undefined;
+        if (entry) {
+          this.cache.set(entry.key, result);
+          this.shapes.add(traced!.baseKey, entry.shape);
+        }
         metrics.cacheStoredBytes.inc(resultBytes(result));
         return result;
       } finally {
@@ -57,7 +70,16 @@ export class LocalDispatcher implements Dispatcher {
     return run;
   }
 
-  private async execute(req: PluginRequest, tgzPath: string, ctx: Ctx): Promise<PluginResult> {
+  /** A result whose run read exactly what this request's tree holds at the same paths. */
+  private tracedLookup(t: TracedRequest): PluginResult | undefined {
+    for (const shape of this.shapes.get(t.baseKey)) {
+      const hit = this.cache.get(tracedEntryKey(t, shape));
+      if (hit) return hit;
+    }
+    return undefined;
+  }
+
+  private async execute(req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
     let release: () => void;
     try {
       release = await this.slots.acquire(ctx.signal);
@@ -66,7 +88,7 @@ export class LocalDispatcher implements Dispatcher {
     }
     metrics.concurrencyInUse.inc();
     try {
-      return await executeRequest(this.engine, req, tgzPath, ctx);
+      return await executeRequest(this.engine, req, tgzPath, ctx, sink);
     } finally {
       metrics.concurrencyInUse.dec();
       release();
@@ -75,5 +97,6 @@ export class LocalDispatcher implements Dispatcher {
 
   async close(): Promise<void> {
     this.cache.clear();
+    this.shapes.clear();
   }
 }

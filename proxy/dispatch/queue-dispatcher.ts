@@ -14,7 +14,10 @@ import { publishCancel } from '../../cmp/queue/cancel.js';
 import { decodeFailure, signJob } from '../../cmp/queue/job-contract.js';
 import { appNameOf, escapeKeyPart, KeySpace } from '../../cmp/queue/keys.js';
 import { connectRedis, redisUnavailable, withTimeout } from '../../cmp/queue/redis-connection.js';
-import { readResult } from '../../cmp/queue/result-store.js';
+import { readResult, writeResult } from '../../cmp/queue/result-store.js';
+import { addShape, readReads, readShapes } from '../../cmp/queue/traced-store.js';
+import { shapeId } from '../../cmp/cache/read-set.js';
+import { entryForRun, tracedEntryKey, tracedStats, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 import type { Dispatcher } from './dispatcher.js';
@@ -116,11 +119,14 @@ export class QueueDispatcher implements Dispatcher {
     return this.inflight;
   }
 
-  async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx): Promise<PluginResult> {
+  async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
     if (ctx.signal.aborted) throw wrap(RPC_TEXT[req.kind].command, ctx.signal.reason);
     const app = appNameOf(req.env);
     if (key !== undefined) {
-      const hit = await timeStage('lookup', () => this.guard(req.kind, ctx, this.lookup(key, app)));
+      const hit = await timeStage('lookup', () =>
+        this.guard(req.kind, ctx, this.lookup(key, app).then(h => h ?? (traced ? this.tracedLookup(traced, app) : undefined))),
+      );
+      if (traced && hit) tracedStats.hits++;
       if (hit) {
         noteCache('hit');
         return hit;
@@ -133,7 +139,13 @@ export class QueueDispatcher implements Dispatcher {
     try {
       for (let attempt = 1; ; attempt++) {
         const outcome = await this.attempt(req, repo, key, ctx, attempt === MAX_REJOINS);
-        if ('result' in outcome) return outcome.result;
+        if (!('result' in outcome)) continue;
+        if (traced && key !== undefined) {
+          await this.remember(traced, key, app, outcome.result).catch(err =>
+            this.deps.log.debug({ err: (err as Error).message }, 'traced cache entry not stored'),
+          );
+        }
+        return outcome.result;
       }
     } finally {
       this.inflight--;
@@ -146,6 +158,30 @@ export class QueueDispatcher implements Dispatcher {
     const r = await readResult(this.redis, this.signingKey, redisKey);
     if ('invalid' in r) this.deps.log.warn({ key: redisKey }, 'ignoring a cache entry whose signature does not verify');
     return 'found' in r ? r.found : undefined;
+  }
+
+  /** A result whose run read exactly what this request's tree holds at the same paths. */
+  private async tracedLookup(t: TracedRequest, app: string): Promise<PluginResult | undefined> {
+    const shapes = await readShapes(this.redis, this.signingKey, this.keys.tracedShapes(this.deps.pluginName, app, t.baseKey));
+    for (const shape of shapes) {
+      const hit = await this.lookup(tracedEntryKey(t, shape), app);
+      if (hit) return hit;
+    }
+    return undefined;
+  }
+
+  /**
+   * After a run: the worker left what it read next to the whole-tree entry; with this request's
+   * tree index that becomes a traced entry and a shape for the family. No record → fallback.
+   */
+  private async remember(t: TracedRequest, key: string, app: string, result: PluginResult): Promise<void> {
+    const { pluginName } = this.deps;
+    const reads = await readReads(this.redis, this.signingKey, this.keys.tracedReads(pluginName, app, key));
+    const entry = entryForRun(t, reads, result);
+    if (!entry) return;
+    const ttlMs = this.deps.engine.options.cache.ttlMs;
+    await writeResult(this.redis, this.signingKey, this.keys.cacheEntry(pluginName, app, entry.key), result, ttlMs);
+    await addShape(this.redis, this.signingKey, this.keys.tracedShapes(pluginName, app, t.baseKey), shapeId(entry.shape), entry.shape, ttlMs);
   }
 
   /** One enqueue-and-wait; `{retry}` when the job we joined was cancelled or removed by others. */

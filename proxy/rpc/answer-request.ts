@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { Ctx } from '../../cmp/context.js';
 import { cacheKey } from '../../cmp/cache/cache-key.js';
+import { revisionValues, tracedBaseKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
 import { discoverByPattern } from '../../cmp/plugin/discover.js';
 import type { PluginRequest, PluginResult, RpcKind } from '../../cmp/plugin/request.js';
@@ -50,5 +51,24 @@ export async function answerRequest(
           contentDigest: repo.index.contentDigest(deps.engine.config.spec.preserveFileMode),
         })
       : undefined;
-  return deps.dispatcher.dispatch(req, repo, key, ctx);
+  // Symlinks or duplicate entries make the index differ from the extracted tree: whole-tree key only.
+  const traced: TracedRequest | undefined =
+    key !== undefined && cache.traced && kind === 'generate' && repo.index?.simple
+      ? {
+          baseKey: tracedBaseKey({
+            plugin: deps.pluginName,
+            specDigest: deps.specDigest,
+            salt: cache.salt,
+            kind,
+            appRelPath: req.appRelPath,
+            env: req.env,
+            ignoreEnv: cache.ignoreEnv,
+          }),
+          revision: revisionValues(req.env),
+          index: repo.index,
+          preserveFileMode: deps.engine.config.spec.preserveFileMode,
+          rule: cache.revision,
+        }
+      : undefined;
+  return deps.dispatcher.dispatch(req, repo, key, ctx, traced);
 }

@@ -1,0 +1,96 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { chunksOf, repoMetadata, type CmpTestClient } from './grpc-client.js';
+import { packRepo } from './repo.js';
+
+/**
+ * A monorepo as the traced cache meets it: `apps/aNN/` per Application, a shared `base/` that
+ * every fifth app references (through `base.ref`), and files no plugin reads (README, docs).
+ * Also used by the monorepo-storm benchmark.
+ */
+export function monorepoFiles(apps: number): Record<string, string> {
+  const files: Record<string, string> = {
+    'README.md': 'monorepo\n',
+    'docs/guide.md': 'guide\n',
+    'base/common.yaml': 'common: 1\n',
+    'base/labels.yaml': 'team: core\n',
+  };
+  for (let i = 1; i <= apps; i++) {
+    const app = appName(i);
+    files[`apps/${app}/config.yaml`] = `replicas: ${i}\n`;
+    files[`apps/${app}/service.yaml`] = `port: ${8000 + i}\n`;
+    if (usesBase(i)) files[`apps/${app}/base.ref`] = '../../base\n';
+  }
+  return files;
+}
+
+export function appName(i: number): string {
+  return `a${String(i).padStart(2, '0')}`;
+}
+
+/** Apps 5, 10, 15... read base/. */
+export function usesBase(i: number): boolean {
+  return i % 5 === 0;
+}
+
+/**
+ * A kustomize-like plugin in plain sh: lists its app dir and prints every YAML file in it
+ * (with whether it is executable), follows `base.ref` to list and print the shared base, and
+ * appends the app name to $COUNTER (outside the tree) on every run.
+ */
+export const KUSTOMIZE_LIKE = `generate:
+  command: [sh, -c]
+  args:
+    - |
+      echo "$ARGOCD_APP_NAME" >> "$COUNTER"
+      for f in $(ls | sort); do
+        case "$f" in *.yaml) printf -- '---\\nsrc: %s\\n' "$f"; [ -x "$f" ] && echo 'x: true'; cat "$f";; esac
+      done
+      if [ -f base.ref ]; then
+        b=$(cat base.ref)
+        for f in "$b"/*.yaml; do [ -f "$f" ] && { printf -- '---\\nbase: %s\\n' "\${f##*/}"; cat "$f"; }; done
+      fi
+      true`;
+
+/** The same plugin, printing the revision into its output as kpt does. */
+export const PRINTS_REVISION = `${KUSTOMIZE_LIKE.replace('      true', "      printf -- '---\\nrev: \"%s\"\\n' \"$ARGOCD_APP_REVISION\"")}`;
+
+/** Revision values of a commit number, as Argo fills them. */
+export function revisionEnv(commit: number): Array<{ name: string; value: string }> {
+  const sha = createHash('sha1').update(`commit ${commit}`).digest('hex');
+  return [
+    { name: 'ARGOCD_APP_REVISION', value: sha },
+    { name: 'ARGOCD_APP_REVISION_SHORT', value: sha.slice(0, 7) },
+    { name: 'ARGOCD_APP_REVISION_SHORT_8', value: sha.slice(0, 8) },
+  ];
+}
+
+/** Pack a checkout and ask for one app's manifests, whole repo sent, as the repo-server does by default. */
+export async function generateApp(client: CmpTestClient, tgz: Buffer, app: string, commit: number, counter: string) {
+  return client.generate({
+    metadata: repoMetadata(tgz, {
+      appName: app,
+      appRelPath: `apps/${app}`,
+      env: [{ name: 'ARGOCD_APP_NAME', value: app }, { name: 'COUNTER', value: counter }, ...revisionEnv(commit)],
+    }),
+    chunks: chunksOf(tgz, 64 * 1024),
+  });
+}
+
+/** Write `files` into `dir` (a fresh checkout) and pack it. */
+export async function checkout(dir: string, files: Record<string, string>, modes: Record<string, number> = {}): Promise<Buffer> {
+  fs.rmSync(dir, { recursive: true, force: true });
+  for (const [rel, content] of Object.entries(files)) {
+    const p = path.join(dir, rel);
+    fs.mkdirSync(path.dirname(p), { recursive: true });
+    fs.writeFileSync(p, content);
+    fs.chmodSync(p, modes[rel] ?? 0o644);
+  }
+  return packRepo(dir);
+}
+
+/** Lines appended to a counter file so far. */
+export function countRuns(counter: string): string[] {
+  return fs.existsSync(counter) ? fs.readFileSync(counter, 'utf8').split('\n').filter(Boolean) : [];
+}
