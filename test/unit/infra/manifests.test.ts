@@ -1,0 +1,281 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { loadAll } from 'js-yaml';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
+import { Deployment } from 'kubernetes-models/apps/v1';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { ConfigMap, Service } from 'kubernetes-models/v1';
+import { ScaledObject, TriggerAuthentication } from '@kubernetes-models/keda/keda.sh/v1alpha1';
+import { compileOptions, DEFAULT_CONFIG_DIR, DEFAULT_HTTP_ADDR, DEFAULT_SOCKET_DIR } from '../../../cmp/config/options.js';
+import { parseGoDuration } from '../../../cmp/config/go-duration.js';
+import { parsePluginConfig, socketFileName } from '../../../cmp/config/plugin-config.js';
+import { bullmqKey } from '../../../cmp/observe/queue-depth.js';
+import { queueNameOf } from '../../../cmp/queue/keys.js';
+import { REPO_ROOT } from '../../helpers/paths.js';
+import { allDocs, argoRepoServer, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
+
+const MODELS: Record<string, new (o: any) => { validate(): void }> = {
+  'apps/v1/Deployment': Deployment,
+  'v1/Service': Service,
+  'v1/ConfigMap': ConfigMap,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+  'keda.sh/v1alpha1/ScaledObject': ScaledObject,
+  'keda.sh/v1alpha1/TriggerAuthentication': TriggerAuthentication,
+};
+const PATCHES = new Set(['components/repo-server-sidecar/repo-server-patch.yaml', 'overlays/scale-to-zero/scaledobject-patch.yaml']);
+const OUR_IMAGES = { proxy: 'ghcr.io/cmp-offload/cmp-offload-proxy', worker: 'ghcr.io/cmp-offload/cmp-offload-worker' };
+const OTHER_IMAGES = new Set(['redis:7.2']);
+
+const resources = () => allDocs().filter(d => !isKustomization(d.obj) && !PATCHES.has(d.file));
+const validate = (o: Obj) => {
+  const Model = MODELS[`${o.apiVersion}/${o.kind}`];
+  assert.ok(Model, `no schema for ${o.apiVersion} ${o.kind}`);
+  new Model(o).validate();
+};
+
+/** The worker Deployment and the repo-server with the sidecar patch applied. */
+const worker = () => one('base/worker-deployment.yaml', 'Deployment');
+const patchedRepoServer = () => strategicMerge(argoRepoServer(), one('components/repo-server-sidecar/repo-server-patch.yaml', 'Deployment'));
+const sidecar = () => patchedRepoServer().spec.template.spec.containers.find((c: Obj) => c.name === 'cmp-offload') as Obj;
+const envOf = (c: Obj): Record<string, string> => Object.fromEntries((c.env ?? []).filter((e: Obj) => 'value' in e).map((e: Obj) => [e.name, e.value]));
+const pluginConfig = () => parsePluginConfig(one('base/plugin-configmap.yaml', 'ConfigMap').data['plugin.yaml']);
+
+test('every manifest under infra/kustomize parses and validates against the Kubernetes and KEDA schemas', () => {
+  const docs = resources();
+  assert.ok(docs.length >= 12, `only ${docs.length} manifests`);
+  for (const d of docs) {
+    if (d.obj.apiVersion === 'monitoring.coreos.com/v1') continue; // checked below: no schema package
+    assert.doesNotThrow(() => validate(d.obj), `${d.file}: ${d.obj.kind}`);
+  }
+});
+
+test('the schemas do catch a broken manifest (the validation can fail)', () => {
+  const bad = worker();
+  bad.spec.replicas = 'two';
+  assert.throws(() => validate(bad), /replicas must be integer/);
+  const so = one('base/worker-scaledobject.yaml', 'ScaledObject');
+  delete so.spec.scaleTargetRef;
+  assert.throws(() => validate(so), /scaleTargetRef/);
+});
+
+test('the patches produce valid objects: the sidecar on Argo CD repo-server and the scale-to-zero ScaledObject', () => {
+  assert.doesNotThrow(() => validate(patchedRepoServer()));
+  const so = strategicMerge(one('base/worker-scaledobject.yaml', 'ScaledObject'), one('overlays/scale-to-zero/scaledobject-patch.yaml', 'ScaledObject'));
+  assert.doesNotThrow(() => validate(so));
+  assert.equal(so.spec.minReplicaCount, 0);
+  assert.equal(so.spec.advanced.scalingModifiers.activationTarget, '0');
+  assert.equal(one('base/worker-scaledobject.yaml', 'ScaledObject').spec.minReplicaCount, 1);
+});
+
+test('every kustomization lists files that exist, and every manifest file is listed by one', () => {
+  const listed = new Set<string>();
+  for (const k of walk(KUSTOMIZE, /^kustomization\.yaml$/)) {
+    const dir = path.dirname(k);
+    const { resources: res, patches, components } = kustomizationFiles(dir);
+    for (const f of [...res, ...patches, ...components]) {
+      const p = path.resolve(dir, f);
+      assert.ok(fs.existsSync(p), `${path.relative(KUSTOMIZE, k)} lists ${f}, which does not exist`);
+      listed.add(p);
+    }
+  }
+  for (const f of walk(KUSTOMIZE, /\.ya?ml$/)) {
+    if (path.basename(f) === 'kustomization.yaml') continue;
+    assert.ok(listed.has(f), `${path.relative(KUSTOMIZE, f)} is in no kustomization`);
+  }
+});
+
+test('containers use only our two images (each built by a Dockerfile in infra/docker) or the pinned Redis', () => {
+  const images = new Set<string>();
+  for (const d of [...resources().map(x => x.obj), patchedRepoServer()]) {
+    for (const c of d.spec?.template?.spec?.containers ?? []) images.add(c.image);
+  }
+  images.delete('quay.io/argoproj/argocd:v3.1.5'); // the stub's own
+  for (const image of images) {
+    assert.ok(Object.values(OUR_IMAGES).includes(image) || OTHER_IMAGES.has(image), `unexpected image ${image}`);
+  }
+  assert.ok(images.has(OUR_IMAGES.proxy) && images.has(OUR_IMAGES.worker));
+  for (const [role, image] of Object.entries(OUR_IMAGES)) {
+    const dockerfile = fs.readFileSync(path.join(REPO_ROOT, 'infra/docker', `${role}.Dockerfile`), 'utf8');
+    assert.ok(dockerfile.includes(`-t ${image}:`), `${role}.Dockerfile does not build ${image}`);
+  }
+  // Kustomize pins the tag of every image of ours it uses.
+  const pinned = [
+    ...(allDocs().find(d => d.file === 'base/kustomization.yaml')!.obj.images ?? []),
+    ...(allDocs().find(d => d.file === 'components/repo-server-sidecar/kustomization.yaml')!.obj.images ?? []),
+  ].map((i: Obj) => i.name);
+  assert.deepEqual(pinned.sort(), Object.values(OUR_IMAGES).sort());
+});
+
+test('probes point at the real paths and at the port the process listens on', () => {
+  for (const [c, role] of [[worker().spec.template.spec.containers[0], 'worker'], [sidecar(), 'proxy']] as const) {
+    const addr = compileOptions(envOf(c), { role }).http;
+    assert.ok(addr, `${role}: HTTP is off`);
+    const namedPort = (name: string | number) => (typeof name === 'number' ? name : c.ports.find((p: Obj) => p.name === name)?.containerPort);
+    assert.equal(c.readinessProbe.httpGet.path, '/readyz');
+    assert.equal(c.livenessProbe.httpGet.path, '/healthz');
+    assert.equal(namedPort(c.readinessProbe.httpGet.port), addr.port, `${role} readiness port`);
+    assert.equal(namedPort(c.livenessProbe.httpGet.port), addr.port, `${role} liveness port`);
+    assert.equal(`:${addr.port}`, DEFAULT_HTTP_ADDR[role], `${role} keeps the documented default port`);
+  }
+});
+
+test('every env name our containers set is one the code reads, and every value is accepted', () => {
+  const sources = [...walk(path.join(REPO_ROOT, 'cmp'), /\.ts$/), ...walk(path.join(REPO_ROOT, 'proxy'), /\.ts$/), ...walk(path.join(REPO_ROOT, 'worker'), /\.ts$/)]
+    .map(f => fs.readFileSync(f, 'utf8'))
+    .join('\n');
+  for (const [c, role] of [[worker().spec.template.spec.containers[0], 'worker'], [sidecar(), 'proxy']] as const) {
+    for (const e of c.env as Obj[]) {
+      assert.match(e.name, /^(CMP_OFFLOAD_|ARGOCD_)/, e.name);
+      assert.ok(new RegExp(`\\b${e.name}\\b`).test(sources), `${role} sets ${e.name}, which no code reads`);
+      assert.notEqual(e.name, 'CMP_OFFLOAD_SIGNING_KEY', 'the signing key is mounted as a file, never inlined');
+    }
+    // The key file is mounted from the Secret in the cluster; a stand-in here.
+    const keyFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-key-')), 'key');
+    fs.writeFileSync(keyFile, 'k'.repeat(32));
+    const env = { ...envOf(c), CMP_OFFLOAD_REDIS_URL: 'redis://r:6379', CMP_OFFLOAD_SIGNING_KEY_FILE: keyFile };
+    assert.doesNotThrow(() => compileOptions(env, { role }));
+    fs.rmSync(path.dirname(keyFile), { recursive: true });
+  }
+});
+
+test('no Secret with data is shipped: keys are generated at install time', () => {
+  for (const d of allDocs()) {
+    assert.notEqual(d.obj.kind, 'Secret', `${d.file} ships a Secret`);
+    assert.equal(d.obj.secretGenerator, undefined, `${d.file} generates a Secret from a file`);
+  }
+});
+
+test('terminationGracePeriodSeconds exceeds exec + fatal timeout and the worker stop sequence', () => {
+  const spec = worker().spec.template.spec;
+  const opts = compileOptions(envOf(spec.containers[0]), { role: 'worker' });
+  const grace = spec.terminationGracePeriodSeconds * 1000;
+  assert.ok(grace > opts.execTimeoutMs + opts.execFatalTimeoutMs, 'grace <= exec + fatal');
+  // worker: close within CMP_OFFLOAD_SHUTDOWN_GRACE, then cancel + 5 s kill wait + 5 s close wait.
+  assert.ok(grace > opts.shutdownGraceMs + 10_000, 'grace <= shutdown grace + 10s');
+  assert.ok(opts.shutdownGraceMs >= opts.execTimeoutMs + opts.execFatalTimeoutMs, 'running commands may not finish');
+  // The sidecar lives in the repo-server pod (default 30 s grace).
+  const proxy = compileOptions(envOf(sidecar()), { role: 'proxy' });
+  const repoGrace = (patchedRepoServer().spec.template.spec.terminationGracePeriodSeconds ?? 30) * 1000;
+  assert.ok(proxy.shutdownGraceMs + 5_000 <= repoGrace, 'the proxy cannot stop within the repo-server grace period');
+  assert.equal(parseGoDuration('90s'), 90_000);
+});
+
+test('the sidecar runs as uid 999 with the volumes Argo CD requires and a /tmp of its own', () => {
+  const pod = patchedRepoServer().spec.template.spec;
+  const c = sidecar();
+  assert.equal(c.securityContext.runAsUser, 999);
+  assert.equal(c.securityContext.runAsNonRoot, true);
+  const mount = (p: string) => c.volumeMounts.find((m: Obj) => m.mountPath === p);
+  assert.equal(mount('/var/run/argocd')?.name, 'var-files');
+  assert.equal(mount(DEFAULT_SOCKET_DIR)?.name, 'plugins');
+  assert.equal(compileOptions(envOf(c)).socketDir, DEFAULT_SOCKET_DIR, 'socket dir = the plugins mount');
+  const cfg = mount(`${DEFAULT_CONFIG_DIR}/plugin.yaml`);
+  assert.equal(cfg?.subPath, 'plugin.yaml');
+  const volume = (name: string) => pod.volumes.find((v: Obj) => v.name === name);
+  assert.equal(volume(cfg.name)?.configMap?.name, 'cmp-offload-plugin');
+  const tmp = mount('/tmp');
+  assert.ok(volume(tmp.name)?.emptyDir, '/tmp is an emptyDir');
+  const others = pod.containers.filter((x: Obj) => x.name !== c.name).flatMap((x: Obj) => x.volumeMounts ?? []);
+  assert.ok(!others.some((m: Obj) => m.name === tmp.name), 'the sidecar /tmp is shared');
+  for (const m of c.volumeMounts) assert.ok(volume(m.name), `volume ${m.name} is not defined`);
+  // Without ARGOCD_CMP_WORKDIR the work dirs go to the temp dir: the sidecar's /tmp.
+  assert.ok(!('ARGOCD_CMP_WORKDIR' in envOf(c)));
+  // The plugin ConfigMap the sidecar mounts is the one the base ships and the workers mount.
+  assert.ok(worker().spec.template.spec.volumes.some((v: Obj) => v.configMap?.name === 'cmp-offload-plugin'));
+});
+
+test('the worker pod is locked down: non-root 999, no privilege escalation, read-only root, resources set', () => {
+  const spec = worker().spec.template.spec;
+  const c = spec.containers[0];
+  assert.equal(spec.securityContext.runAsUser, 999);
+  assert.equal(spec.securityContext.runAsNonRoot, true);
+  assert.equal(c.securityContext.allowPrivilegeEscalation, false);
+  assert.equal(c.securityContext.readOnlyRootFilesystem, true);
+  assert.deepEqual(c.securityContext.capabilities.drop, ['ALL']);
+  assert.ok(c.resources.requests.cpu && c.resources.requests.memory && c.resources.limits.memory);
+  const mounts = c.volumeMounts.map((m: Obj) => m.mountPath);
+  assert.ok(mounts.includes('/tmp') && mounts.includes('/home/argocd'), 'writable work and home dirs');
+  assert.equal(compileOptions({ ...envOf(c), CMP_OFFLOAD_SIGNING_KEY_FILE: '' }).configDirPath, DEFAULT_CONFIG_DIR);
+});
+
+test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritized + active', () => {
+  const so = one('base/worker-scaledobject.yaml', 'ScaledObject');
+  const queue = queueNameOf(socketFileName(pluginConfig()));
+  const prefix = compileOptions({ CMP_OFFLOAD_REDIS_URL: 'redis://r:6379' }).redis!.prefix;
+  const byName = Object.fromEntries(so.spec.triggers.map((t: Obj) => [t.name, t]));
+  for (const state of ['wait', 'prioritized', 'active'] as const) {
+    assert.equal(byName[state]?.type, 'redis');
+    assert.equal(byName[state].metadata.listName, bullmqKey(prefix, queue, state));
+    assert.equal(byName[state].authenticationRef.name, one('base/redis-triggerauthentication.yaml', 'TriggerAuthentication').metadata.name);
+    assert.equal(byName[state].metadata.address, 'cmp-offload-redis.argocd.svc.cluster.local:6379');
+  }
+  assert.equal(so.spec.advanced.scalingModifiers.formula, 'wait + prioritized + active');
+  const concurrency = envOf(worker().spec.template.spec.containers[0]).CMP_OFFLOAD_CONCURRENCY;
+  assert.equal(so.spec.advanced.scalingModifiers.target, concurrency, 'target per pod = worker concurrency');
+  assert.equal(so.spec.scaleTargetRef.name, worker().metadata.name);
+  assert.equal(one('base/redis-service.yaml', 'Service').metadata.name, 'cmp-offload-redis');
+});
+
+test('Redis runs noeviction; policies let only workers, repo-server and KEDA reach it and nothing but scrapes reach workers', () => {
+  assert.match(one('base/redis-configmap.yaml', 'ConfigMap').data['redis.conf'], /^maxmemory-policy noeviction$/m);
+  const redisNp = one('base/redis-networkpolicy.yaml', 'NetworkPolicy');
+  const from = redisNp.spec.ingress[0].from.map((f: Obj) => f.podSelector?.matchLabels?.['app.kubernetes.io/name'] ?? f.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name']);
+  assert.deepEqual(from.sort(), ['argocd-repo-server', 'cmp-offload-worker', 'keda']);
+  const workerNp = one('base/worker-networkpolicy.yaml', 'NetworkPolicy');
+  assert.deepEqual(workerNp.spec.ingress.map((r: Obj) => r.ports.map((p: Obj) => p.port)), [[9102]]);
+  assert.deepEqual(workerNp.spec.podSelector.matchLabels, worker().spec.selector.matchLabels);
+  assert.deepEqual(one('base/worker-pdb.yaml', 'PodDisruptionBudget').spec.selector.matchLabels, worker().spec.selector.matchLabels);
+});
+
+test('ServiceMonitors select the metrics Services by label and scrape their named ports', () => {
+  const services = resources().filter(d => d.obj.kind === 'Service').map(d => d.obj);
+  const monitors = resources().filter(d => d.obj.kind === 'ServiceMonitor').map(d => d.obj);
+  assert.equal(monitors.length, 2);
+  for (const m of monitors) {
+    assert.equal(m.apiVersion, 'monitoring.coreos.com/v1');
+    const svc = services.find(s => Object.entries(m.spec.selector.matchLabels).every(([k, v]) => s.metadata.labels?.[k] === v));
+    assert.ok(svc, `${m.metadata.name} selects no Service`);
+    for (const e of m.spec.endpoints) {
+      assert.ok(svc.spec.ports.some((p: Obj) => p.name === e.port), `${m.metadata.name}: no port ${e.port}`);
+      assert.equal(e.path, '/metrics');
+    }
+  }
+  const proxySvc = services.find(s => s.metadata.name === 'cmp-offload-proxy-metrics')!;
+  assert.ok(sidecar().ports.some((p: Obj) => p.name === proxySvc.spec.ports[0].targetPort));
+});
+
+const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
+
+test('kubectl kustomize renders the base, the scale-to-zero overlay and the sidecar component (when kubectl is present)', { skip: !kubectl && 'kubectl not installed' }, () => {
+  const render = (dir: string) => loadAll(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' })) as Obj[];
+  const base = render(path.join(KUSTOMIZE, 'base'));
+  assert.ok(base.every(o => o.metadata.labels?.['app.kubernetes.io/part-of'] === 'cmp-offload'));
+  assert.ok(base.find(o => o.kind === 'Deployment' && o.metadata.name === 'cmp-offload-worker').spec.template.spec.containers[0].image.endsWith(':0.1.0'));
+  const zero = render(path.join(KUSTOMIZE, 'overlays/scale-to-zero'));
+  assert.equal(zero.find(o => o.kind === 'ScaledObject').spec.minReplicaCount, 0);
+  // The component needs Argo CD's repo-server among the resources: a stub stands in for install.yaml.
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-kustomize-'));
+  try {
+    fs.writeFileSync(path.join(tmp, 'repo-server.yaml'), JSON.stringify(argoRepoServer()));
+    const rel = (p: string) => path.relative(tmp, path.join(KUSTOMIZE, p));
+    fs.writeFileSync(
+      path.join(tmp, 'kustomization.yaml'),
+      JSON.stringify({ resources: ['repo-server.yaml', rel('base')], components: [rel('components/repo-server-sidecar'), rel('components/service-monitor')] }),
+    );
+    const out = render(tmp);
+    const repo = out.find(o => o.kind === 'Deployment' && o.metadata.name === 'argocd-repo-server');
+    validate(repo);
+    const names = repo.spec.template.spec.containers.map((c: Obj) => c.name);
+    assert.deepEqual(names.sort(), ['argocd-repo-server', 'cmp-offload']);
+    const proxy = repo.spec.template.spec.containers.find((c: Obj) => c.name === 'cmp-offload');
+    assert.equal(proxy.image, `${OUR_IMAGES.proxy}:0.1.0`);
+    assert.equal(out.filter(o => o.kind === 'ServiceMonitor').length, 2);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
