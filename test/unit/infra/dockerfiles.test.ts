@@ -1,0 +1,54 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { DEFAULT_HTTP_ADDR } from '../../../cmp/config/options.js';
+import { REPO_ROOT } from '../../helpers/paths.js';
+
+const read = (name: string) => fs.readFileSync(path.join(REPO_ROOT, 'infra/docker', name), 'utf8');
+/** Instructions of the last stage (the image that ships), continuation lines joined. */
+const finalStage = (text: string) => {
+  const lines = text.replace(/\\\n/g, ' ').split('\n').filter(l => l.trim() !== '' && !l.trim().startsWith('#'));
+  const from = lines.map((l, i) => (/^FROM\s/i.test(l) ? i : -1)).filter(i => i >= 0).at(-1)!;
+  return lines.slice(from);
+};
+const last = (lines: string[], instr: string) => lines.filter(l => l.startsWith(`${instr} `)).at(-1);
+
+for (const [file, role] of [['proxy.Dockerfile', 'proxy'], ['worker.Dockerfile', 'worker']] as const) {
+  test(`${file}: the shipped stage runs as uid 999, exposes the default HTTP port and copies paths that exist`, () => {
+    const text = read(file);
+    const stage = finalStage(text);
+    assert.equal(last(stage, 'USER'), 'USER 999:999');
+    assert.equal(last(stage, 'EXPOSE'), `EXPOSE ${DEFAULT_HTTP_ADDR[role].slice(1)}`);
+    assert.match(last(stage, 'CMD')!, new RegExp(`\\["${role}"\\]`));
+    assert.match(text, /useradd --uid 999 --gid 999 .*--home-dir \/home\/argocd argocd/);
+    for (const m of text.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
+      for (const src of m[1]!.split(/\s+/)) assert.ok(fs.existsSync(path.join(REPO_ROOT, src)), `${file} copies ${src}, which does not exist`);
+    }
+    // The entrypoint's files are what the build stage produced.
+    for (const p of ['dist', 'bin', 'proto', 'node_modules']) assert.match(text, new RegExp(`COPY --from=build /src/${p} ./${p}`));
+    assert.ok(fs.existsSync(path.join(REPO_ROOT, 'bin/cmp-offload')));
+    assert.ok(fs.existsSync(path.join(REPO_ROOT, 'infra/docker', `${file}.dockerignore`)));
+  });
+}
+
+test('the worker image runs tini as PID 1 in front of node', () => {
+  const stage = finalStage(read('worker.Dockerfile'));
+  assert.equal(last(stage, 'ENTRYPOINT'), 'ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/cmp-offload"]');
+  assert.ok(stage.some(l => /^RUN .*apt-get install .*\btini\b/.test(l)), 'tini is installed in the shipped stage');
+});
+
+test('the proxy image stays small: no plugin tools, no package manager step in the shipped stage', () => {
+  const stage = finalStage(read('proxy.Dockerfile'));
+  assert.ok(!stage.some(l => /apt-get install/.test(l)));
+  assert.equal(last(stage, 'ENTRYPOINT'), 'ENTRYPOINT ["node", "/app/bin/cmp-offload"]');
+});
+
+test('the example tool image builds on the worker image, verifies its downloads and returns to uid 999', () => {
+  const text = read('worker-helm-kustomize.Dockerfile');
+  assert.match(text, /^ARG BASE=ghcr\.io\/cmp-offload\/cmp-offload-worker:/m);
+  assert.match(text, /^FROM \$\{BASE\}$/m);
+  assert.equal((text.match(/sha256sum -c -/g) ?? []).length, 2);
+  assert.match(text, /install -m 0755 \/tmp\/linux-amd64\/helm \/usr\/local\/bin\/helm/);
+  assert.equal(last(finalStage(text), 'USER'), 'USER 999:999');
+});
