@@ -1,0 +1,69 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { OUR_ERRORS } from '../../../cmp/errors.js';
+import { metricNames } from '../../../cmp/observe/metrics.js';
+import { REPO_ROOT } from '../../helpers/paths.js';
+
+const read = (p: string) => fs.readFileSync(path.join(REPO_ROOT, p), 'utf8');
+const readme = read('README.md');
+const ops = read('docs/operations.md');
+/** The variables the code reads: options.ts parses them all, log.ts the two log settings. */
+const code = read('cmp/config/options.ts') + read('cmp/log.ts');
+
+/** Env names the code reads: `env.NAME`, `'NAME'` (helper calls), and `${name}_FILE` variants. */
+function namesReadByCode(): Set<string> {
+  const names = new Set<string>();
+  for (const m of code.matchAll(/\benv\.((?:ARGOCD|CMP_OFFLOAD)_[A-Z0-9_]+)/g)) names.add(m[1]!);
+  for (const m of code.matchAll(/'((?:ARGOCD|CMP_OFFLOAD)_[A-Z0-9_]+)'/g)) names.add(m[1]!);
+  if (code.includes('`${name}_FILE`')) {
+    for (const m of code.matchAll(/secretSetting\(env, '([A-Z0-9_]+)'/g)) names.add(`${m[1]}_FILE`);
+  }
+  return names;
+}
+
+/** The first column of the README configuration table (`A` / `B` rows give both names). */
+function readmeSettings(): Set<string> {
+  const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 5));
+  const names = new Set<string>();
+  for (const row of section.split('\n').filter(l => l.startsWith('| `'))) {
+    const first = row.split('|')[1]!;
+    for (const m of first.matchAll(/`((?:ARGOCD|CMP_OFFLOAD)_[A-Z0-9_]+)`/g)) names.add(m[1]!);
+  }
+  return names;
+}
+
+test('every setting in the README table is read by the code, and every setting the code reads is in the table', () => {
+  const documented = readmeSettings();
+  const read = namesReadByCode();
+  assert.ok(read.size >= 30, `found only ${read.size} names in the code`);
+  for (const n of documented) assert.ok(read.has(n), `README documents ${n}, which the code does not read`);
+  for (const n of read) assert.ok(documented.has(n), `the code reads ${n}, which the README table does not list`);
+});
+
+test('every CMP_OFFLOAD_ setting the docs mention exists in the code', () => {
+  const read = namesReadByCode();
+  for (const text of [readme, ops]) {
+    for (const m of text.matchAll(/\bCMP_OFFLOAD_[A-Z0-9_]*[A-Z0-9]\b/g)) assert.ok(read.has(m[0]), `docs mention ${m[0]}, which the code does not read`);
+  }
+});
+
+test('the troubleshooting table of the operations guide covers every error of OUR_ERRORS', () => {
+  const section = ops.slice(ops.indexOf('## 6. Troubleshooting'), ops.indexOf('## 7.'));
+  for (const [kind, entry] of Object.entries(OUR_ERRORS)) {
+    const text = (entry.text as (...a: unknown[]) => string)(...Array(entry.text.length).fill('\u0000'));
+    // The text before its first variable part must be quoted in the table.
+    const fixed = text.split('\u0000')[0]!.split(' (')[0]!.trim();
+    assert.ok(fixed.length >= 10, `${kind}: no fixed text to look for`);
+    assert.ok(section.includes(fixed), `${kind} (${fixed}) is not in the troubleshooting table`);
+  }
+});
+
+test('the metrics table of the operations guide lists exactly the exported cmp_offload_ families', () => {
+  const exported = metricNames().filter(n => !/^cmp_offload_(process|nodejs)_/.test(n));
+  const section = ops.slice(ops.indexOf('### 3.2 Metrics'), ops.indexOf('### 3.3'));
+  const listed = new Set([...section.matchAll(/`(cmp_offload_[a-z_]+)`/g)].map(m => m[1]!));
+  for (const n of exported) assert.ok(listed.has(n), `${n} is not documented`);
+  for (const n of listed) assert.ok(exported.includes(n), `docs list ${n}, which is not exported`);
+});
