@@ -67,7 +67,11 @@ export class JobWaiter {
       if (!job) end = { state: 'removed' };
       else if (job.finishedOn && job.failedReason !== undefined && (await job.isFailed())) {
         end = { state: 'failed', reason: job.failedReason };
-      } else if (await job.isCompleted()) end = { state: 'completed', returnvalue: job.returnvalue };
+      } else if (job.finishedOn && (await job.isCompleted())) {
+        // Only a snapshot read after the job finished carries its return value; an earlier
+        // one (job still active) is left to the completed event or the next poll.
+        end = { state: 'completed', returnvalue: job.returnvalue };
+      }
     } catch {
       return; // Redis trouble: the readiness tick reports it.
     }
