@@ -253,11 +253,16 @@ const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8'
 
 test('kubectl kustomize renders the base, the scale-to-zero overlay and the sidecar component (when kubectl is present)', { skip: !kubectl && 'kubectl not installed' }, () => {
   const render = (dir: string) => loadAll(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' })) as Obj[];
+  const find = (objs: Obj[], pred: (o: Obj) => boolean): Obj => {
+    const o = objs.find(pred);
+    assert.ok(o, 'object not rendered');
+    return o;
+  };
   const base = render(path.join(KUSTOMIZE, 'base'));
   assert.ok(base.every(o => o.metadata.labels?.['app.kubernetes.io/part-of'] === 'cmp-offload'));
-  assert.ok(base.find(o => o.kind === 'Deployment' && o.metadata.name === 'cmp-offload-worker').spec.template.spec.containers[0].image.endsWith(':0.1.0'));
+  assert.ok(find(base, o => o.kind === 'Deployment' && o.metadata.name === 'cmp-offload-worker').spec.template.spec.containers[0].image.endsWith(':0.1.0'));
   const zero = render(path.join(KUSTOMIZE, 'overlays/scale-to-zero'));
-  assert.equal(zero.find(o => o.kind === 'ScaledObject').spec.minReplicaCount, 0);
+  assert.equal(find(zero, o => o.kind === 'ScaledObject').spec.minReplicaCount, 0);
   // The component needs Argo CD's repo-server among the resources: a stub stands in for install.yaml.
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-kustomize-'));
   try {
@@ -268,11 +273,11 @@ test('kubectl kustomize renders the base, the scale-to-zero overlay and the side
       JSON.stringify({ resources: ['repo-server.yaml', rel('base')], components: [rel('components/repo-server-sidecar'), rel('components/service-monitor')] }),
     );
     const out = render(tmp);
-    const repo = out.find(o => o.kind === 'Deployment' && o.metadata.name === 'argocd-repo-server');
+    const repo = find(out, o => o.kind === 'Deployment' && o.metadata.name === 'argocd-repo-server');
     validate(repo);
     const names = repo.spec.template.spec.containers.map((c: Obj) => c.name);
     assert.deepEqual(names.sort(), ['argocd-repo-server', 'cmp-offload']);
-    const proxy = repo.spec.template.spec.containers.find((c: Obj) => c.name === 'cmp-offload');
+    const proxy = find(repo.spec.template.spec.containers, (c: Obj) => c.name === 'cmp-offload');
     assert.equal(proxy.image, `${OUR_IMAGES.proxy}:0.1.0`);
     assert.equal(out.filter(o => o.kind === 'ServiceMonitor').length, 2);
   } finally {

@@ -1,0 +1,297 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { queueDepth } from '../../cmp/observe/queue-depth.js';
+import { startDistributed, type Distributed } from '../helpers/distributed.js';
+import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
+import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
+import { freePort, startRedis } from '../helpers/redis-server.js';
+import { tarballOf } from '../helpers/repo.js';
+import { generateCall, markerPlugin, until } from './distributed-helpers.js';
+
+const SECRET = 'do-not-log-this-value-7f3a';
+
+/** A plugin whose MODE (request env) makes it time out (`slow`) or ignore SIGTERM (`stubborn`). */
+const OPS_PLUGIN = `apiVersion: argoproj.io/v1alpha1
+kind: ConfigManagementPlugin
+metadata:
+  name: ops
+spec:
+  generate:
+    command: [sh, -c]
+    args:
+      - |
+        case "$ARGOCD_ENV_MODE" in
+          slow) sleep 5 ;;
+          stubborn) trap '' TERM; sleep 5 ;;
+        esac
+        printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\n' "$ARGOCD_ENV_TAG"
+`;
+
+/** Parsed text exposition: `name{labels}` → value. */
+async function scrape(port: number): Promise<Map<string, number>> {
+  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+  assert.equal(res.status, 200);
+  const out = new Map<string, number>();
+  for (const line of (await res.text()).split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    out.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return out;
+}
+
+const get = (port: number, p: string, headers: Record<string, string> = {}) =>
+  fetch(`http://127.0.0.1:${port}${p}`, { headers, redirect: 'manual' });
+
+/** The JSON log lines a process wrote with the given msg. */
+const logLines = (stderr: string, msg: string) =>
+  stderr
+    .split('\n')
+    .filter(l => l.startsWith('{'))
+    .map(l => JSON.parse(l) as Record<string, any>)
+    .filter(l => l.msg === msg);
+
+describe('operations: standalone proxy', () => {
+  let proxy: ProxyProcess;
+  let client: CmpTestClient;
+  let port: number;
+  let tgz: Buffer;
+
+  before(async () => {
+    port = await freePort();
+    proxy = await startProxy({
+      pluginYaml: OPS_PLUGIN,
+      socketName: 'ops.sock',
+      env: {
+        CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`,
+        ARGOCD_CMP_SERVER_LOGLEVEL: 'info',
+        CMP_OFFLOAD_CONCURRENCY: '3',
+        ARGOCD_EXEC_TIMEOUT: '1s',
+        ARGOCD_EXEC_FATAL_TIMEOUT: '1s',
+      },
+    });
+    await until(() => proxy.stderr().includes('"http listening"'), 10_000, 'the HTTP server');
+    client = openCmpClient(proxy.socketPath);
+    tgz = await tarballOf({ 'app.yaml': 'x: 1\n' });
+  });
+
+  after(async () => {
+    client.close();
+    await proxy.stop();
+  });
+
+  test('/healthz and /readyz answer 200 while the socket listens; unknown paths 404', async () => {
+    assert.equal((await get(port, '/healthz')).status, 200);
+    const ready = await get(port, '/readyz');
+    assert.equal(ready.status, 200);
+    assert.equal(await ready.text(), 'ok\n');
+    assert.equal((await get(port, '/nope')).status, 404);
+  });
+
+  test('after requests, /metrics has requests, stages, bytes and cache series with plausible values', async () => {
+    const call = () => generateCall(tgz, { TAG: 'm', TOKEN: SECRET }, { appName: 'guestbook' });
+    assert.ok('value' in (await client.generate(call())));
+    assert.ok('value' in (await client.generate(call())));
+    const m = await scrape(port);
+    assert.equal(m.get('cmp_offload_requests_total{rpc="generate",outcome="OK"}'), 2);
+    assert.equal(m.get('cmp_offload_request_duration_seconds_count{rpc="generate"}'), 2);
+    assert.equal(m.get('cmp_offload_ingested_bytes_total'), 2 * tgz.length);
+    assert.equal(m.get('cmp_offload_cache_lookups_total{result="miss"}'), 1);
+    assert.equal(m.get('cmp_offload_cache_lookups_total{result="hit"}'), 1);
+    assert.ok(m.get('cmp_offload_cache_bytes')! > 0 && m.get('cmp_offload_cache_entries') === 1);
+    assert.ok(m.get('cmp_offload_cache_stored_bytes_total')! > 0);
+    for (const stage of ['ingest', 'lookup', 'respond']) assert.equal(m.get(`cmp_offload_stage_duration_seconds_count{stage="${stage}"}`), 2, stage);
+    for (const stage of ['extract', 'exec', 'split']) assert.equal(m.get(`cmp_offload_stage_duration_seconds_count{stage="${stage}"}`), 1, stage);
+    const execSeconds = m.get('cmp_offload_stage_duration_seconds_sum{stage="exec"}')!;
+    assert.ok(execSeconds > 0 && execSeconds < 5, `exec took ${execSeconds}s`);
+    assert.equal(m.get('cmp_offload_concurrency_limit'), 3);
+    assert.equal(m.get('cmp_offload_concurrency_in_use'), 0);
+    assert.equal(m.get('cmp_offload_inflight_requests'), 0);
+    assert.equal(m.get('cmp_offload_info{role="proxy",plugin="ops",mode="standalone"}'), 1);
+    assert.ok(m.get('cmp_offload_process_resident_memory_bytes')! > 0);
+  });
+
+  test('each request logs one JSON line with plugin, app, rpc, cache, outcome and stage durations, and no env value', async () => {
+    await until(() => logLines(proxy.stderr(), 'request').length >= 2, 5_000, 'request log lines');
+    const [first, second] = logLines(proxy.stderr(), 'request');
+    for (const l of [first!, second!]) {
+      assert.equal(l.plugin, 'ops');
+      assert.equal(l.app, 'guestbook');
+      assert.equal(l.rpc, 'generate');
+      assert.equal(l.outcome, 'OK');
+      assert.equal(l.bytes, tgz.length);
+      assert.ok(l.ms.total >= l.ms.ingest && typeof l.ms.respond === 'number');
+    }
+    assert.deepEqual([first!.cache, second!.cache], ['miss', 'hit']);
+    assert.ok(typeof first!.ms.exec === 'number' && second!.ms.exec === undefined, 'the hit ran nothing');
+    assert.ok(!proxy.stderr().includes(SECRET), 'an env value reached the log');
+  });
+
+  test('exec timeouts and fatal kills are counted, and failed requests by their code', async () => {
+    const slow = await client.generate(generateCall(tgz, { TAG: 's', MODE: 'slow' }));
+    assert.ok('code' in slow && /failed timeout after 1s/.test(slow.details), JSON.stringify(slow));
+    const stubborn = await client.generate(generateCall(tgz, { TAG: 'k', MODE: 'stubborn' }));
+    assert.ok('code' in stubborn && /failed fatal timeout after 2s/.test(stubborn.details), JSON.stringify(stubborn));
+    const m = await scrape(port);
+    assert.equal(m.get('cmp_offload_exec_timeouts_total'), 2);
+    assert.equal(m.get('cmp_offload_exec_kills_total{reason="fatal_timeout"}'), 1);
+    assert.equal(m.get('cmp_offload_requests_total{rpc="generate",outcome="UNKNOWN"}'), 2);
+  });
+
+  test('/readyz turns 503 as soon as shutdown begins', async () => {
+    const other = await freePort();
+    const p = await startProxy({
+      pluginYaml: OPS_PLUGIN,
+      socketName: 'ops.sock',
+      env: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${other}`, ARGOCD_CMP_SERVER_LOGLEVEL: 'info', CMP_OFFLOAD_SHUTDOWN_GRACE: '5s' },
+    });
+    const c = openCmpClient(p.socketPath);
+    try {
+      await until(() => p.stderr().includes('"http listening"'), 10_000, 'the HTTP server');
+      const running = c.generate(generateCall(tgz, { TAG: 'busy', MODE: 'slow' }));
+      await until(() => p.stderr().includes('"serving"'), 5_000, 'serving');
+      await new Promise(r => setTimeout(r, 300));
+      p.proc.kill('SIGTERM');
+      await until(async () => (await get(other, '/readyz').catch(() => undefined))?.status === 503, 3_000, '/readyz 503');
+      const body = await (await get(other, '/readyz').catch(() => undefined))?.text();
+      assert.ok(body === undefined || body.includes('socket'), body);
+      await running;
+    } finally {
+      c.close();
+      await p.stop();
+    }
+  });
+});
+
+describe('operations: distributed mode', () => {
+  let d: Distributed;
+  let client: CmpTestClient;
+  let proxyPort: number;
+  let workerPort: number;
+  const token = 'dashboard-token-0123456789';
+  const markers = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-ops-markers-'));
+
+  before(async () => {
+    proxyPort = await freePort();
+    workerPort = await freePort();
+    d = await startDistributed({
+      pluginYaml: markerPlugin('opsq'),
+      socketName: 'opsq.sock',
+      workers: 1,
+      env: { MARKERS: markers, ARGOCD_CMP_SERVER_LOGLEVEL: 'info', CMP_OFFLOAD_CONCURRENCY: '2' },
+      proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${proxyPort}` },
+      workerEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${workerPort}`, CMP_OFFLOAD_DASHBOARD_TOKEN: token },
+    });
+    await until(() => d.proxy.stderr().includes('"http listening"'), 10_000, 'the proxy HTTP server');
+    client = openCmpClient(d.proxy.socketPath);
+  });
+
+  after(async () => {
+    client.close();
+    await d.stop();
+    fs.rmSync(markers, { recursive: true, force: true });
+  });
+
+  test('a request through a worker shows on both: proxy stages, worker stages, jobs, queue depth', async () => {
+    const tgz = await tarballOf({ 'f.txt': 'distributed' });
+    assert.ok('value' in (await client.generate(generateCall(tgz, { TAG: 'd1' }, { appName: 'shop' }))));
+    const p = await scrape(proxyPort);
+    assert.equal(p.get('cmp_offload_requests_total{rpc="generate",outcome="OK"}'), 1);
+    for (const stage of ['ingest', 'lookup', 'upload', 'remote', 'respond']) assert.equal(p.get(`cmp_offload_stage_duration_seconds_count{stage="${stage}"}`), 1, stage);
+    assert.equal(p.get('cmp_offload_cache_lookups_total{result="miss"}'), 1);
+    assert.equal(p.get('cmp_offload_redis_connected'), 1);
+    for (const state of ['wait', 'prioritized', 'active', 'delayed']) assert.equal(p.get(`cmp_offload_queue_jobs{queue="opsq",state="${state}"}`), 0, state);
+    const w = await scrape(workerPort);
+    assert.equal(w.get('cmp_offload_jobs_total{outcome="completed"}'), 1);
+    for (const stage of ['queue_wait', 'extract', 'exec', 'split']) assert.equal(w.get(`cmp_offload_stage_duration_seconds_count{stage="${stage}"}`), 1, stage);
+    const wait = w.get('cmp_offload_stage_duration_seconds_sum{stage="queue_wait"}')!;
+    assert.ok(wait >= 0 && wait < 5, `queue wait ${wait}s`);
+    assert.equal(w.get('cmp_offload_concurrency_limit'), 2);
+    assert.equal(w.get('cmp_offload_concurrency_in_use'), 0);
+    assert.equal(w.get('cmp_offload_info{role="worker",plugin="opsq",mode="distributed"}'), 1);
+    const job = logLines(d.workers[0]!.stderr(), 'job').at(-1)!;
+    assert.equal(job.outcome, 'completed');
+    assert.equal(job.app, 'shop');
+    assert.ok(typeof job.ms.exec === 'number' && typeof job.ms.queue_wait === 'number');
+  });
+
+  test('the queue depth gauge reads the same BullMQ keys KEDA scales on', async () => {
+    const redis = new Redis(d.redis.url);
+    const queue = new Queue('depth-probe', { connection: new Redis(d.redis.url, { maxRetriesPerRequest: null }), prefix: '{cmp-offload}' });
+    try {
+      await queue.add('a', {});
+      await queue.add('b', {});
+      await queue.add('c', {}, { priority: 5 });
+      await queue.add('d', {}, { delay: 60_000 });
+      assert.deepEqual(await queueDepth(redis, '{cmp-offload}', 'depth-probe'), { wait: 2, prioritized: 1, active: 0, delayed: 1 });
+      const counts = await queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed');
+      assert.deepEqual(counts, { waiting: 2, prioritized: 1, active: 0, delayed: 1 });
+    } finally {
+      await queue.obliterate({ force: true });
+      await queue.close();
+      redis.disconnect();
+    }
+  });
+
+  test('the dashboard answers only with the token: 401 without, 200 with a bearer, a cookie after ?token=', async () => {
+    assert.equal((await get(workerPort, '/queues')).status, 401);
+    assert.equal((await get(workerPort, '/queues', { authorization: 'Bearer wrong-token-000000000' })).status, 401);
+    const api = await get(workerPort, '/queues/api/queues', { authorization: `Bearer ${token}` });
+    assert.equal(api.status, 200);
+    assert.ok((await api.text()).includes('opsq'));
+    const login = await get(workerPort, `/queues?token=${token}`);
+    assert.equal(login.status, 303);
+    assert.equal(login.headers.get('location'), '/queues');
+    const cookie = login.headers.get('set-cookie')!;
+    assert.match(cookie, /HttpOnly; SameSite=Strict/);
+    assert.equal((await get(workerPort, '/queues', { cookie: cookie.split(';')[0]! })).status, 200);
+    // The proxy has no dashboard.
+    assert.equal((await get(proxyPort, '/queues')).status, 404);
+  });
+
+  test('/readyz of proxy and worker flips to 503 while Redis is down and back to 200 when it returns', async () => {
+    const ready = async (port: number) => (await get(port, '/readyz')).status;
+    assert.equal(await ready(proxyPort), 200);
+    assert.equal(await ready(workerPort), 200);
+    await d.redis.pause();
+    await until(async () => (await ready(proxyPort)) === 503 && (await ready(workerPort)) === 503, 10_000, 'both not ready');
+    assert.match(await (await get(proxyPort, '/readyz')).text(), /not ready: redis/);
+    assert.equal((await scrape(proxyPort)).get('cmp_offload_redis_connected'), 0);
+    assert.equal((await get(workerPort, '/healthz')).status, 200, 'still alive');
+    await d.redis.restart();
+    await until(async () => (await ready(proxyPort)) === 200 && (await ready(workerPort)) === 200, 15_000, 'both ready again');
+    const tgz = await tarballOf({ 'f.txt': 'after the outage' });
+    assert.ok('value' in (await client.generate(generateCall(tgz, { TAG: 'd2' }))));
+  });
+});
+
+test('a bad CMP_OFFLOAD_HTTP_ADDR stops the proxy at start with a message naming it', async () => {
+  await assert.rejects(
+    startProxy({ pluginYaml: OPS_PLUGIN, socketName: 'ops.sock', env: { CMP_OFFLOAD_HTTP_ADDR: 'localhost' } }),
+    /invalid value "localhost" for CMP_OFFLOAD_HTTP_ADDR/,
+  );
+});
+
+test('an HTTP port already taken is logged and the proxy still serves its socket', async () => {
+  const redis = await startRedis(); // anything holding a port will do
+  const p = await startProxy({
+    pluginYaml: OPS_PLUGIN,
+    socketName: 'ops.sock',
+    env: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${redis.port}`, ARGOCD_CMP_SERVER_LOGLEVEL: 'info' },
+  });
+  const c = openCmpClient(p.socketPath);
+  try {
+    await until(() => p.stderr().includes('cannot listen for /healthz'), 5_000, 'the listen error');
+    const tgz = await tarballOf({ 'a.txt': 'a' });
+    assert.ok('value' in (await c.generate(generateCall(tgz, { TAG: 'still' }))));
+  } finally {
+    c.close();
+    await p.stop();
+    await redis.stop();
+  }
+});
