@@ -1,7 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
-import { mountDashboard } from '../cmp/observe/dashboard.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { buildOpsApp } from '../cmp/observe/ops-http.js';
 import { refreshQueueGauge } from '../cmp/observe/queue-depth.js';
@@ -33,6 +32,10 @@ export async function buildWorkerHttpApp(deps: WorkerHttpDeps): Promise<FastifyI
       await refreshQueueGauge(deps.redis, deps.prefix, deps.queue);
     },
   });
-  if (deps.dashboard) await mountDashboard(app, [deps.dashboard.queue], deps.dashboard.token);
+  if (deps.dashboard) {
+    // Loaded only when enabled: bull-board and its static UI are not needed otherwise.
+    const { mountDashboard } = await import('../cmp/observe/dashboard.js');
+    await mountDashboard(app, [deps.dashboard.queue], deps.dashboard.token);
+  }
   return app;
 }
