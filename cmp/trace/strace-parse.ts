@@ -139,6 +139,8 @@ export class StraceParser {
       const annotated = fdPath(arg);
       if (annotated !== undefined && arg.startsWith('AT_FDCWD')) this.setCwd(proc, annotated);
       if (!arg.startsWith('"')) continue;
+      // Path arguments are printed whole; a cut string is an output buffer (readlink's, xattr values).
+      if (arg.endsWith('...')) continue;
       const p = decodeString(arg);
       if (p === undefined) return this.fail(`truncated or malformed path in ${name}`);
       if (p === '') continue; // AT_EMPTY_PATH: the fd itself, already known
@@ -236,7 +238,7 @@ function fdPath(arg: string | undefined): string | undefined {
   return m ? hexDecode(m[1]!) : undefined;
 }
 
-/** A complete `-xx` string argument; undefined if truncated (`"..."...`) or not all hex. */
+/** A complete `-xx` string argument; undefined if not all hex. */
 function decodeString(arg: string): string | undefined {
   const m = /^"((?:\\x[0-9a-f]{2})*)"$/.exec(arg);
   return m ? hexDecode(m[1]!) : undefined;

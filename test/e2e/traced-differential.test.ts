@@ -1,0 +1,135 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { openCmpClient } from '../helpers/grpc-client.js';
+import { appName, checkout, countRuns, generateApp, KUSTOMIZE_LIKE, monorepoFiles } from '../helpers/monorepo.js';
+import { MODES, pluginYaml, startCmp } from './harness.js';
+
+/**
+ * Differential test of the traced cache: a random sequence of commits (edits, adds, deletes,
+ * renames, mode changes under preserveFileMode) over the monorepo fixture; after each, the
+ * answers of a traced server for the changed app and a few random ones must equal a fresh run
+ * with the cache off, byte for byte. CMP_OFFLOAD_DIFF_COMMITS / _SEED override the defaults.
+ */
+const COMMITS = Number(process.env.CMP_OFFLOAD_DIFF_COMMITS ?? 200);
+const SEED = Number(process.env.CMP_OFFLOAD_DIFF_SEED ?? 20240611);
+const APPS = 50;
+const SPEC = `preserveFileMode: true\n${KUSTOMIZE_LIKE}`;
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-traced-diff-'));
+after(() => fs.rmSync(work, { recursive: true, force: true }));
+
+/** mulberry32: small, seeded, reproducible. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Tree = { files: Record<string, string>; modes: Record<string, number> };
+
+/** One random commit; returns a short description and the app it touched, if any. */
+function mutate(tree: Tree, r: () => number): { what: string; app?: string } {
+  const pick = <T>(xs: T[]): T => xs[Math.floor(r() * xs.length)]!;
+  const paths = Object.keys(tree.files).sort();
+  const dirs = [...new Set(paths.map(p => path.posix.dirname(p)))].sort();
+  const appOf = (p: string) => /^apps\/(a\d\d)\//.exec(p)?.[1];
+  const content = () => `k${Math.floor(r() * 5)}: ${Math.floor(r() * 1000)}\n`;
+  const name = () => pick(['config', 'extra', 'values-prod', 'notes', 'kustomization']) + pick(['.yaml', '.yaml', '.txt']);
+  const op = pick(['edit', 'edit', 'add', 'add', 'delete', 'rename', 'chmod', 'ref']);
+  switch (op) {
+    case 'edit': {
+      const p = pick(paths);
+      tree.files[p] = content();
+      return { what: `edit ${p}`, app: appOf(p) };
+    }
+    case 'add': {
+      const dir = pick([...dirs, 'apps', `apps/${appName(1 + Math.floor(r() * APPS))}/sub`]);
+      const p = path.posix.join(dir, name());
+      tree.files[p] = content();
+      return { what: `add ${p}`, app: appOf(p) };
+    }
+    case 'delete': {
+      const p = pick(paths);
+      delete tree.files[p];
+      delete tree.modes[p];
+      return { what: `delete ${p}`, app: appOf(p) };
+    }
+    case 'rename': {
+      const from = pick(paths);
+      const to = path.posix.join(r() < 0.5 ? path.posix.dirname(from) : pick(dirs), name());
+      if (to === from) return { what: 'rename to itself' };
+      tree.files[to] = tree.files[from]!;
+      if (tree.modes[from] !== undefined) tree.modes[to] = tree.modes[from]!;
+      delete tree.files[from];
+      delete tree.modes[from];
+      return { what: `rename ${from} ${to}`, app: appOf(to) ?? appOf(from) };
+    }
+    case 'chmod': {
+      const p = pick(paths);
+      tree.modes[p] = tree.modes[p] === 0o755 ? 0o644 : 0o755;
+      return { what: `chmod ${p} ${tree.modes[p]!.toString(8)}`, app: appOf(p) };
+    }
+    default: {
+      // Point an app at the shared base, at another app, or nowhere.
+      const app = appName(1 + Math.floor(r() * APPS));
+      const p = `apps/${app}/base.ref`;
+      const target = pick(['../../base', `../${appName(1 + Math.floor(r() * APPS))}`, '../../missing']);
+      if (r() < 0.2) delete tree.files[p];
+      else tree.files[p] = `${target}\n`;
+      return { what: `ref ${p} -> ${tree.files[p] ?? '(removed)'}`, app };
+    }
+  }
+}
+
+for (const mode of MODES) {
+  describe(`traced cache differential (${mode})`, () => {
+    test(`after each of ${COMMITS} random commits, cached answers equal fresh runs with the cache off`, { timeout: 15 * 60_000 }, async () => {
+      const [traced, off] = await Promise.all([
+        startCmp(mode, { pluginYaml: pluginYaml('diff-traced', SPEC), socketName: 'diff-traced.sock', env: { CMP_OFFLOAD_CACHE: 'traced' } }),
+        startCmp(mode, { pluginYaml: pluginYaml('diff-off', SPEC), socketName: 'diff-off.sock', env: { CMP_OFFLOAD_CACHE: 'off' } }),
+      ]);
+      const tc = openCmpClient(traced.socketPath);
+      const oc = openCmpClient(off.socketPath);
+      const counter = path.join(work, `runs-${mode}`);
+      const offCounter = path.join(work, `off-${mode}`);
+      const dir = path.join(work, `repo-${mode}`);
+      try {
+        const r = rng(SEED);
+        const tree: Tree = { files: monorepoFiles(APPS), modes: {} };
+        const history: string[] = [];
+        let asked = 0;
+        for (let commit = 1; commit <= COMMITS; commit++) {
+          const change = mutate(tree, r);
+          history.push(change.what);
+          const tgz = await checkout(dir, tree.files, tree.modes);
+          const apps = new Set<string>([appName(1 + Math.floor(r() * APPS)), appName(1 + Math.floor(r() * APPS))]);
+          if (change.app) apps.add(change.app);
+          for (const app of apps) {
+            const [cached, fresh] = await Promise.all([
+              generateApp(tc, tgz, app, commit, counter),
+              generateApp(oc, tgz, app, commit, offCounter),
+            ]);
+            asked++;
+            assert.deepEqual(cached, fresh, `commit ${commit} (${history.slice(-3).join('; ')}), app ${app}`);
+          }
+        }
+        // The cache did its job: far fewer runs than the uncached server's.
+        const runs = countRuns(counter).length;
+        const offRuns = countRuns(offCounter).length;
+        assert.ok(runs < offRuns / 2, `traced runs ${runs}, uncached runs ${offRuns}, requests ${asked}`);
+      } finally {
+        tc.close();
+        oc.close();
+        await Promise.all([traced.stop(), off.stop()]);
+      }
+    });
+  });
+}
