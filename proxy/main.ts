@@ -1,18 +1,17 @@
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
+import type { FastifyInstance } from 'fastify';
 import { compileOptions, DEFAULT_CONFIG_DIR, type Options } from '../cmp/config/options.js';
 import { discoveryConfigured, pluginSpecDigest, readPluginConfig, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { createLogger } from '../cmp/log.js';
 import { metrics } from '../cmp/observe/metrics.js';
-import { listenOps } from '../cmp/observe/ops-http.js';
 import type { Engine } from '../cmp/plugin/execute.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
 import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
 import { buildGrpcServer } from './grpc-server.js';
-import { buildProxyHttpApp } from './http-app.js';
 
 /**
  * `cmp-offload proxy`: the composition root. Starts like argocd-cmp-server (cmp-contract §1.3):
@@ -88,16 +87,25 @@ export async function runProxy(argv: string[]): Promise<number> {
   let listening = true;
   metrics.info.set({ role: 'proxy', plugin: pluginName, mode: options.redis ? 'distributed' : 'standalone' }, 1);
   if (!options.redis) metrics.concurrencyLimit.set(options.concurrency);
-  const http = options.http
-    ? buildProxyHttpApp({
-        socketPath,
-        listening: () => listening,
-        ...(dispatcher instanceof QueueDispatcher
-          ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
-          : { cache: (dispatcher as LocalDispatcher).cache }),
+  const httpAddr = options.http;
+  const http: Promise<FastifyInstance | undefined> = httpAddr
+    ? (async () => {
+        // In the background, so that signal handling starts at once; fastify loads only here.
+        const [{ buildProxyHttpApp }, { listenOps }] = await Promise.all([import('./http-app.js'), import('../cmp/observe/ops-http.js')]);
+        const app = buildProxyHttpApp({
+          socketPath,
+          listening: () => listening,
+          ...(dispatcher instanceof QueueDispatcher
+            ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
+            : { cache: (dispatcher as LocalDispatcher).cache }),
+        });
+        await listenOps(app, httpAddr, log);
+        return app;
+      })().catch((err: unknown) => {
+        log.error({ err: (err as Error).message }, 'the HTTP server failed to start; serving without it');
+        return undefined;
       })
-    : undefined;
-  if (http && options.http) await listenOps(http, options.http, log);
+    : Promise.resolve(undefined);
   log.info(
     options.redis
       ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix }
@@ -129,7 +137,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   await terminateAll(5_000);
   await Promise.allSettled([...inflight]);
   await dispatcher.close();
-  await http?.close().catch(() => {});
+  await (await http)?.close().catch(() => {});
   await fs.rm(options.workRoot, { recursive: true, force: true }).catch(() => {});
   log.info('stopped');
   log.flush();

@@ -2,17 +2,16 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
+import type { FastifyInstance } from 'fastify';
 import { compileOptions, DEFAULT_CONFIG_DIR, type Options } from '../cmp/config/options.js';
 import { pluginSpecDigest, readPluginConfig, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { createLogger } from '../cmp/log.js';
 import { metrics } from '../cmp/observe/metrics.js';
-import { listenOps } from '../cmp/observe/ops-http.js';
 import type { Engine } from '../cmp/plugin/execute.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
-import { buildWorkerHttpApp } from './http-app.js';
 import { createProcessor, type AbortReason } from './processor.js';
 
 /**
@@ -103,17 +102,26 @@ export async function runWorker(argv: string[]): Promise<number> {
   const dashboardConnection = options.dashboardToken ? connectRedis(ro, 'blocking', onRedisError) : undefined;
   const dashboardQueue = dashboardConnection ? new Queue(queue, { connection: dashboardConnection, prefix: ro.prefix }) : undefined;
   dashboardQueue?.on('error', onRedisError);
-  const http = options.http
-    ? await buildWorkerHttpApp({
-        redis,
-        blocking: workerConnection,
-        prefix: ro.prefix,
-        queue,
-        running: () => !stopping && worker.isRunning(),
-        ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
+  const httpAddr = options.http;
+  const http: Promise<FastifyInstance | undefined> = httpAddr
+    ? (async () => {
+        // In the background, so that signal handling starts at once; fastify loads only here.
+        const [{ buildWorkerHttpApp }, { listenOps }] = await Promise.all([import('./http-app.js'), import('../cmp/observe/ops-http.js')]);
+        const app = await buildWorkerHttpApp({
+          redis,
+          blocking: workerConnection,
+          prefix: ro.prefix,
+          queue,
+          running: () => !stopping && worker.isRunning(),
+          ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
+        });
+        await listenOps(app, httpAddr, log);
+        return app;
+      })().catch((err: unknown) => {
+        log.error({ err: (err as Error).message }, 'the HTTP server failed to start; serving without it');
+        return undefined;
       })
-    : undefined;
-  if (http && options.http) await listenOps(http, options.http, log);
+    : Promise.resolve(undefined);
   log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency }, 'worker ready');
 
   await new Promise<void>(resolve => {
@@ -137,7 +145,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     await Promise.race([closing, new Promise(resolve => setTimeout(resolve, 5_000).unref())]);
   }
   await terminateAll(5_000);
-  await http?.close().catch(() => {});
+  await (await http)?.close().catch(() => {});
   await dashboardQueue?.close().catch(() => {});
   dashboardConnection?.disconnect();
   subscriber.disconnect();

@@ -188,6 +188,7 @@ describe('operations: distributed mode', () => {
       workerEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${workerPort}`, CMP_OFFLOAD_DASHBOARD_TOKEN: token },
     });
     await until(() => d.proxy.stderr().includes('"http listening"'), 10_000, 'the proxy HTTP server');
+    await until(() => d.workers[0]!.stderr().includes('"http listening"'), 10_000, 'the worker HTTP server');
     client = openCmpClient(d.proxy.socketPath);
   });
 
