@@ -223,7 +223,8 @@ describe('operations: distributed mode', () => {
 
   test('the queue depth gauge reads the same BullMQ keys KEDA scales on', async () => {
     const redis = new Redis(d.redis.url);
-    const queue = new Queue('depth-probe', { connection: new Redis(d.redis.url, { maxRetriesPerRequest: null }), prefix: '{cmp-offload}' });
+    const connection = new Redis(d.redis.url, { maxRetriesPerRequest: null });
+    const queue = new Queue('depth-probe', { connection, prefix: '{cmp-offload}' });
     try {
       await queue.add('a', {});
       await queue.add('b', {});
@@ -235,6 +236,7 @@ describe('operations: distributed mode', () => {
     } finally {
       await queue.obliterate({ force: true });
       await queue.close();
+      connection.disconnect();
       redis.disconnect();
     }
   });
