@@ -1,0 +1,54 @@
+import fs from 'node:fs';
+import type { Environment } from './environment.js';
+import type { Row } from './types.js';
+
+export interface Results {
+  mode: 'full' | 'quick';
+  environment: Environment;
+  durationSeconds: number;
+  rows: Row[];
+  /** Scenarios that threw, with the message. */
+  errors: { scenario: string; message: string }[];
+}
+
+const OP: Record<Row['target']['op'], string> = { '<=': '≤', '>=': '≥', '<': '<', '==': '=' };
+
+function figure(value: number, unit: string): string {
+  const digits = unit === '×' || unit === '' ? 2 : unit === 'ms' && Math.abs(value) < 100 ? 2 : 0;
+  const text = Number.isInteger(value) && unit !== '×' ? String(value) : value.toFixed(digits);
+  return unit === '×' ? `${text}×` : unit ? `${text} ${unit}` : text;
+}
+
+const cell = (s: string) => s.replaceAll('|', '\\|');
+
+/** The results as a Markdown table with its environment line. */
+export function markdownTable(r: Results): string {
+  const e = r.environment;
+  const lines = [
+    `Measured ${e.date.slice(0, 16).replace('T', ' ')} UTC (${r.mode} run, ${r.durationSeconds.toFixed(0)} s) on ${e.cpu}, ` +
+      `${e.cores} cores, ${e.memory} RAM, ${e.os}; Node ${e.node}, Redis ${e.redis}, ${e.gnuTar}.`,
+    '',
+    '| scenario | case | cmp-offload | baseline (same run) | result | target | met |',
+    '|---|---|---|---|---|---|---|',
+    ...r.rows.map(
+      x =>
+        `| ${x.scenario} | ${cell(x.case)}${x.note ? ` (${cell(x.note)})` : ''} | ${cell(x.measured)} | ${cell(x.baseline)} | ` +
+        `${figure(x.value, x.unit)} | ${OP[x.target.op]} ${figure(x.target.value, x.unit)} | ${x.met ? 'met' : '**missed**'} |`,
+    ),
+    ...r.errors.map(x => `| ${x.scenario} | — | failed: ${cell(x.message)} | | | | **error** |`),
+  ];
+  return lines.join('\n');
+}
+
+export const START = '<!-- bench:start -->';
+export const END = '<!-- bench:end -->';
+
+/** Replace the text between the bench markers of the README (added at the end if missing). */
+export function writeReadmeTable(readmePath: string, table: string): void {
+  const text = fs.readFileSync(readmePath, 'utf8');
+  const block = `${START}\n${table}\n${END}`;
+  const a = text.indexOf(START);
+  const b = text.indexOf(END);
+  const next = a >= 0 && b > a ? text.slice(0, a) + block + text.slice(b + END.length) : `${text.trimEnd()}\n\n${block}\n`;
+  fs.writeFileSync(readmePath, next);
+}

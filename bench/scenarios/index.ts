@@ -1,0 +1,13 @@
+import type { Scenario } from '../lib/types.js';
+import { cacheHit } from './cache-hit.js';
+import { coldStart } from './cold-start.js';
+import { extract } from './extract.js';
+import { ingest } from './ingest.js';
+import { memory } from './memory.js';
+import { monorepoStorm } from './monorepo-storm.js';
+import { queueOverhead } from './queue-overhead.js';
+import { scaleOut } from './scale-out.js';
+import { split } from './split.js';
+
+/** Every scenario, in the order they run. Add a scenario by adding its module here. */
+export const SCENARIOS: Scenario[] = [ingest, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm];

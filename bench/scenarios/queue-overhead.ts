@@ -1,0 +1,61 @@
+import { startDistributed } from '../../test/helpers/distributed.js';
+import { openCmpClient, type CmpTestClient } from '../../test/helpers/grpc-client.js';
+import { startProxy } from '../../test/helpers/proxy-process.js';
+import { tarballOf } from '../../test/helpers/repo.js';
+import { generateCall, timedGenerate } from '../lib/calls.js';
+import { profileEnv } from '../lib/processes.js';
+import { pluginYaml } from '../lib/service.js';
+import { fmt, pct } from '../lib/stats.js';
+import { row, type Scenario } from '../lib/types.js';
+
+const PLUGIN = pluginYaml('trivial', `generate:\n  command: [sh, -c, "printf 'kind: ConfigMap\\\\nmetadata:\\\\n  name: x\\\\n'"]`);
+const WARMUP = 20;
+
+/** Sequential requests, sorted latencies after a warm-up. */
+async function latencies(client: CmpTestClient, tgz: Buffer, n: number): Promise<number[]> {
+  const call = generateCall(tgz);
+  const times: number[] = [];
+  for (let i = 0; i < WARMUP + n; i++) {
+    const { ms } = await timedGenerate(client, call);
+    if (i >= WARMUP) times.push(ms);
+  }
+  return times.sort((a, b) => a - b);
+}
+
+export const queueOverhead: Scenario = {
+  name: 'queue-overhead',
+  title: 'what the queue costs: GenerateManifest of a trivial plugin (cache off), distributed (1 proxy + 2 workers) minus standalone',
+  async run(opts) {
+    const n = opts.quick ? 60 : 200;
+    const env = { CMP_OFFLOAD_CACHE: 'off', ...profileEnv(opts, 'queue-overhead') };
+    const tgz = await tarballOf({ 'f.txt': 'x' });
+    const standalone = await startProxy({ pluginYaml: PLUGIN, socketName: 'trivial.sock', env });
+    const distributed = await startDistributed({ pluginYaml: PLUGIN, socketName: 'trivial.sock', workers: 2, env });
+    const local = openCmpClient(standalone.socketPath);
+    const remote = openCmpClient(distributed.proxy.socketPath);
+    try {
+      const s = await latencies(local, tgz, n);
+      const q = await latencies(remote, tgz, n);
+      const p50 = pct(q, 50) - pct(s, 50);
+      const p99 = pct(q, 99) - pct(s, 99);
+      return [
+        row({
+          scenario: 'queue-overhead',
+          case: `${n} sequential requests, trivial plugin; p50 (p99) distributed − standalone`,
+          measured: `distributed p50 ${fmt.ms(pct(q, 50))}, p99 ${fmt.ms(pct(q, 99))}`,
+          baseline: `standalone p50 ${fmt.ms(pct(s, 50))}, p99 ${fmt.ms(pct(s, 99))}`,
+          value: p50,
+          unit: 'ms',
+          target: { op: '<=', value: 5 },
+          details: { p50OverheadMs: p50, p99OverheadMs: p99, standaloneMs: s, distributedMs: q },
+          note: `p99 overhead ${fmt.ms(p99)}`,
+        }),
+      ];
+    } finally {
+      local.close();
+      remote.close();
+      await standalone.stop();
+      await distributed.stop();
+    }
+  },
+};

@@ -1,0 +1,117 @@
+/**
+ * Hostile input: thousands of generated malformed requests (reduced: 640, shallower trees) against a standalone
+ * proxy, 8 at a time. The server must never crash, every call must get a status, nothing may
+ * be written outside the work root, and the work root and temp dir must be empty afterwards.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { status as Status } from '@grpc/grpc-js';
+import { openCmpClient, repoMetadata } from '../helpers/grpc-client.js';
+import { startProxy } from '../helpers/proxy-process.js';
+import { tarballOf } from '../helpers/repo.js';
+import { hostileCase, hostilePlugin } from './lib/hostile-cases.js';
+import { checkInvariants, findNamed, rssBytes } from './lib/invariants.js';
+import { rawGenerate } from './lib/raw-call.js';
+import { recordFigures, REDUCED, sandbox } from './lib/settings.js';
+
+const CASES = REDUCED ? 640 : 3000;
+// Deep trees (thousands of levels) take seconds each on two cores; the deadline only catches a server that never answers.
+const TIMEOUT_MS = 120_000;
+
+/** Same seeded PRNG as the benchmarks: a failure names its case index, and the case can be replayed. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+test(`${CASES} hostile requests: no crash, a status for each, nothing outside the work root, work root empty`, { timeout: 600_000 }, async () => {
+  const box = sandbox('hostile');
+  const esc = `ESC${box.token}`;
+  const proxy = await startProxy({
+    pluginYaml: hostilePlugin(),
+    socketName: 'hostile.sock',
+    workDir: box.work,
+    env: {
+      TMPDIR: box.tmp,
+      CMP_OFFLOAD_MAX_OUTPUT_BYTES: '4Mi',
+      CMP_OFFLOAD_MAX_EXTRACTED_BYTES: '64Mi',
+      CMP_OFFLOAD_MAX_ENTRIES: '20000',
+      ARGOCD_EXEC_TIMEOUT: '10s',
+      ARGOCD_EXEC_FATAL_TIMEOUT: '2s',
+    },
+  });
+  const client = openCmpClient(proxy.socketPath);
+  try {
+    const okTgz = await tarballOf({ 'values.yaml': 'a: 1\n' });
+    const saneCall = () => client.generate({ metadata: repoMetadata(okTgz, { env: [{ name: 'ARGOCD_ENV_RELTOKEN', value: box.token }] }), chunks: [okTgz] });
+    assert.ok('value' in (await saneCall()));
+    const baseline = rssBytes(proxy.proc.pid!);
+
+    const rand = rng(5);
+    const byKind = new Map<string, Map<string, number>>();
+    const noStatus: string[] = [];
+    let maxMs = 0;
+    let slowest = '';
+    let next = 0;
+    // RSS every tenth of the run: a leak keeps climbing, a high-water mark levels off.
+    const rssSeries: number[] = [];
+    const lane = async () => {
+      while (next < CASES) {
+        const i = next++;
+        if (i % (CASES / 10) === 0) rssSeries.push(Math.round(rssBytes(proxy.proc.pid!) / 2 ** 20));
+        const c = hostileCase(i, rand, { outside: box.outside, esc, token: box.token, reduced: REDUCED });
+        const start = Date.now();
+        const r = await rawGenerate(client.raw, c.messages, TIMEOUT_MS);
+        const ms = Date.now() - start;
+        if (ms > maxMs) [maxMs, slowest] = [ms, `#${i} ${c.kind}`];
+        const status = 'ok' in r ? 'OK' : Status[r.code]!;
+        if ('code' in r && (r.code === Status.DEADLINE_EXCEEDED || r.details === '')) noStatus.push(`#${i} ${c.kind}: ${status} ${r.details}`);
+        const counts = byKind.get(c.kind) ?? new Map<string, number>();
+        counts.set(status, (counts.get(status) ?? 0) + 1);
+        byKind.set(c.kind, counts);
+        assert.equal(proxy.proc.exitCode, null, `the proxy exited after case #${i} (${c.kind}): ${proxy.stderr().slice(-2000)}`);
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, lane));
+
+    assert.equal(proxy.proc.exitCode, null, 'the proxy is still running');
+    assert.ok('value' in (await saneCall()), 'and still answers a normal request');
+    const escaped = [...findNamed(box.root, esc), ...findNamed(os.tmpdir(), esc, [box.root]).filter(p => path.dirname(p) === os.tmpdir())];
+    const report = await checkInvariants({
+      token: box.token,
+      emptyDirs: [box.tmp, box.outside, proxy.workRoot],
+      // Yaml bombs and 12 MB outputs raise the heap's high-water mark, which V8 keeps: allow for it,
+      // and check below that the second half of the run did not keep growing.
+      memory: [{ name: 'proxy', pid: proxy.proc.pid!, baseline }],
+      memorySlackBytes: 160 * 2 ** 20,
+    });
+    const summary = [...byKind].sort().map(([k, m]) => `${k} ${[...m].map(([s, n]) => `${s}:${n}`).join('/')}`).join('; ');
+    recordFigures('hostile-input', {
+      calls: CASES,
+      kinds: byKind.size,
+      noStatus: noStatus.length,
+      escapes: escaped.length,
+      maxLatencyMs: maxMs,
+      slowest,
+      proxyRss: `${report.memory[0]!.baselineMiB.toFixed(0)}→${report.memory[0]!.afterMiB.toFixed(0)} MiB`,
+      rssSeriesMiB: rssSeries.join(' '),
+      statuses: summary,
+    });
+    assert.deepEqual(noStatus, [], 'every call got a status from the server before its deadline');
+    assert.deepEqual(escaped, [], 'nothing was written outside the work root');
+    const half = rssSeries[Math.floor(rssSeries.length / 2)]!;
+    assert.ok(report.memory[0]!.afterMiB - half < 48, `proxy RSS kept growing in the second half: ${rssSeries.join(' ')} MiB`);
+  } finally {
+    client.close();
+    await proxy.stop();
+    box.remove();
+  }
+});
