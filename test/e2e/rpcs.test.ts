@@ -146,12 +146,13 @@ for (const mode of MODES) {
     }
     let fileName: CmpTestClient, glob: CmpTestClient, command: CmpTestClient, none: CmpTestClient, params: CmpTestClient;
     before(async () => {
-      [fileName, glob, command, none, params] = await Promise.all([
-        serve('by-filename', 'discover: {fileName: "Chart.y*ml"}\ngenerate: {command: [sh]}'),
-        serve('by-glob', 'discover: {find: {glob: "**/kustomization.yaml"}}\ngenerate: {command: [sh]}'),
-        serve('by-command', 'discover:\n  find:\n    command: [sh, -c]\n    args: ["test -z \\"$FAIL\\" || exit 3; ls | grep -x config.yaml || true"]\ngenerate: {command: [sh]}'),
-        serve('no-discovery', 'generate: {command: [sh]}'),
-        serve(
+      // One at a time: five servers (and their workers) starting at once overload a 2-core CI box.
+      const starts = [
+        () => serve('by-filename', 'discover: {fileName: "Chart.y*ml"}\ngenerate: {command: [sh]}'),
+        () => serve('by-glob', 'discover: {find: {glob: "**/kustomization.yaml"}}\ngenerate: {command: [sh]}'),
+        () => serve('by-command', 'discover:\n  find:\n    command: [sh, -c]\n    args: ["test -z \\"$FAIL\\" || exit 3; ls | grep -x config.yaml || true"]\ngenerate: {command: [sh]}'),
+        () => serve('no-discovery', 'generate: {command: [sh]}'),
+        () => serve(
           'params',
           [
             'generate: {command: [sh]}',
@@ -164,7 +165,10 @@ for (const mode of MODES) {
             '    args: ["if [ -n \\"$PARAMS\\" ]; then printf \'%s\' \\"$PARAMS\\"; else echo \'[{\\"NAME\\": \\"dyn\\", \\"map\\": {\\"k\\": \\"v\\"}, \\"unknown\\": 1}]\'; fi"]',
           ].join('\n'),
         ),
-      ]);
+      ];
+      const started: CmpTestClient[] = [];
+      for (const start of starts) started.push(await start());
+      [fileName, glob, command, none, params] = started as [CmpTestClient, CmpTestClient, CmpTestClient, CmpTestClient, CmpTestClient];
     });
     after(async () => {
       clients.forEach(c => c.close());

@@ -117,7 +117,8 @@ for (const mode of MODES) {
     test('the deadline kills the process group (SIGTERM to the group, main process killed) before the caller gives up', async () => {
       const marker = path.join(markerDir, `deadline-${mode}`);
       const tgz = await tarballOf({ 'f.txt': 'x' });
-      const res = await client.generate(request(tgz, marker, 1_500));
+      // Long enough for the command to start even on a loaded machine; the plugin sleeps 30 s.
+      const res = await client.generate(request(tgz, marker, 5_000));
       assert.ok('code' in res);
       // Either our error arrives in the last 100 ms, or the client's own deadline wins the race.
       if (res.code === Status.UNKNOWN) assert.match(res.details, /^error generating manifests: `sh -c ".*"` failed signal: (killed|terminated)$/);

@@ -51,7 +51,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   let stderr = '';
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>(resolve => proc.once('exit', code => resolve(code)));
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + 45_000;
   const listening = () => {
     try {
       return fs.statSync(socketPath).isSocket();

@@ -45,7 +45,7 @@ export async function startRedis(extraArgs: string[] = []): Promise<RedisServer>
     proc = child;
     let out = '';
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 10_000);
+      const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 30_000);
       child.stdout!.on('data', (d: Buffer) => {
         out += d.toString();
         if (out.includes('Ready to accept connections')) {

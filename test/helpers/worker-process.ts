@@ -38,7 +38,7 @@ export async function startWorker(opts: WorkerStartOptions): Promise<WorkerProce
   let stderr = '';
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>(resolve => proc.once('exit', code => resolve(code)));
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + 45_000;
   while (!stderr.includes('"worker ready"')) {
     if (proc.exitCode !== null || Date.now() > deadline) {
       proc.kill('SIGKILL');
