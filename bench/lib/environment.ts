@@ -10,6 +10,8 @@ export interface Environment {
   node: string;
   redis: string;
   gnuTar: string;
+  /** 1-minute load average when the run ended: other work on a shared machine skews absolute times. */
+  loadAverage: number;
 }
 
 function firstLine(cmd: string, args: string[]): string {
@@ -32,5 +34,6 @@ export function environment(): Environment {
     node: process.version,
     redis,
     gnuTar: firstLine('tar', ['--version']),
+    loadAverage: Math.round(os.loadavg()[0]! * 10) / 10,
   };
 }

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { BenchOptions } from './types.js';
 
 /** Resident set size of a process, from /proc (Linux). */
@@ -35,10 +36,11 @@ export class RssSampler {
   }
 }
 
-/** Env for the service processes a scenario starts: `--cpu-prof` when the run profiles. */
+/** Env for the service processes a scenario starts: a CPU profile of each when the run profiles. */
 export function profileEnv(opts: BenchOptions, scenario: string): Record<string, string> {
   if (!opts.profile) return {};
   const dir = path.join(opts.outDir, 'profiles', scenario);
   fs.mkdirSync(dir, { recursive: true });
-  return { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir}` };
+  const preload = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'cpu-profile-preload.js')).href;
+  return { NODE_OPTIONS: `--import=${preload}`, CMP_BENCH_PROFILE_DIR: dir };
 }

@@ -26,7 +26,7 @@ export function markdownTable(r: Results): string {
   const e = r.environment;
   const lines = [
     `Measured ${e.date.slice(0, 16).replace('T', ' ')} UTC (${r.mode} run, ${r.durationSeconds.toFixed(0)} s) on ${e.cpu}, ` +
-      `${e.cores} cores, ${e.memory} RAM, ${e.os}; Node ${e.node}, Redis ${e.redis}, ${e.gnuTar}.`,
+      `${e.cores} cores, ${e.memory} RAM, ${e.os}; Node ${e.node}, Redis ${e.redis}, ${e.gnuTar}; load average ${e.loadAverage ?? '?'} at the end.`,
     '',
     '| scenario | case | cmp-offload | baseline (same run) | result | target | met |',
     '|---|---|---|---|---|---|---|',
