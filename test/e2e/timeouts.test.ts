@@ -20,10 +20,12 @@ const markerDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-timeouts-'));
 // marker 3 s later; the main shell then sleeps far longer than any timeout.
 const STUBBORN =
   'trap \\"\\" TERM; (trap \\"\\" TERM; sleep 3; echo late > $MARKER.late) & echo $$ > $MARKER.pid; sleep 30 & wait; sleep 30 & wait';
-const POLITE = 'echo $$ > $MARKER.pid; (sleep 3; echo late > $MARKER.late) & sleep 30';
+// The grandchild's delay is $LATE seconds (default 3): it must outlast the kill under test.
+const POLITE = 'echo $$ > $MARKER.pid; (sleep ${LATE:-3}; echo late > $MARKER.late) & sleep 30';
 
-function request(tgz: Buffer, marker: string, timeoutMs?: number) {
-  return { metadata: repoMetadata(tgz, { env: [{ name: 'MARKER', value: marker }] }), chunks: chunksOf(tgz, 1024), timeoutMs };
+function request(tgz: Buffer, marker: string, timeoutMs?: number, late = 3) {
+  const env = [{ name: 'MARKER', value: marker }, { name: 'LATE', value: String(late) }];
+  return { metadata: repoMetadata(tgz, { env }), chunks: chunksOf(tgz, 1024), timeoutMs };
 }
 
 function groupAlive(pgid: number): boolean {
@@ -45,11 +47,11 @@ function groupAlive(pgid: number): boolean {
   }
 }
 
-async function assertTreeDied(marker: string): Promise<void> {
+async function assertTreeDied(marker: string, lateSeconds = 3): Promise<void> {
   const pgid = Number(fs.readFileSync(`${marker}.pid`, 'utf8'));
   await eventually(() => !groupAlive(pgid), 10_000, `process group ${pgid} to die`);
-  // The grandchild would have written the marker 3 s after start; wait past that.
-  await new Promise(r => setTimeout(r, 3_500));
+  // The grandchild would have written the marker `lateSeconds` after start; wait past that.
+  await new Promise(r => setTimeout(r, lateSeconds * 1000 + 500));
   assert.equal(fs.existsSync(`${marker}.late`), false, 'a child survived the kill');
 }
 
@@ -118,12 +120,12 @@ for (const mode of MODES) {
       const marker = path.join(markerDir, `deadline-${mode}`);
       const tgz = await tarballOf({ 'f.txt': 'x' });
       // Long enough for the command to start even on a loaded machine; the plugin sleeps 30 s.
-      const res = await client.generate(request(tgz, marker, 5_000));
+      const res = await client.generate(request(tgz, marker, 5_000, 8));
       assert.ok('code' in res);
       // Either our error arrives in the last 100 ms, or the client's own deadline wins the race.
       if (res.code === Status.UNKNOWN) assert.match(res.details, /^error generating manifests: `sh -c ".*"` failed signal: (killed|terminated)$/);
       else assert.equal(res.code, Status.DEADLINE_EXCEEDED);
-      await assertTreeDied(marker);
+      await assertTreeDied(marker, 8);
       await eventually(() => leftovers(server).length === 0, 5_000, 'work dirs to be removed');
     });
 
