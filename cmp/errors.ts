@@ -72,6 +72,11 @@ export const OUR_ERRORS = {
     text: (plugin: string, depth: number, limit: number) =>
       `cmp-offload: the queue of plugin ${plugin} is full: ${depth} jobs waiting (limit ${limit}, CMP_OFFLOAD_MAX_QUEUE_DEPTH)`,
   },
+  blobTooLarge: {
+    code: Status.RESOURCE_EXHAUSTED,
+    text: (size: number, limit: number) =>
+      `cmp-offload: a ${size}-byte tarball cannot be stored in Redis, whose strings hold at most ${limit} bytes (proto-max-bulk-len); lower CMP_OFFLOAD_MAX_TARBALL_BYTES or use standalone mode`,
+  },
   redisUnreachable: {
     code: Status.UNAVAILABLE,
     text: (url: string, cause: string) => `cmp-offload: Redis is unreachable at ${url} (CMP_OFFLOAD_REDIS_URL): ${cause}`,

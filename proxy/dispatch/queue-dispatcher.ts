@@ -23,6 +23,9 @@ import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 import type { Dispatcher } from './dispatcher.js';
 import { JobWaiter, type JobEnd } from './job-waiter.js';
 
+/** Redis's default proto-max-bulk-len: the largest string, hence the largest blob, it stores. */
+const REDIS_MAX_STRING_BYTES = 512 * 1024 * 1024;
+
 /** A job's JSON is references and metadata; anything near this is a bug or an attack. */
 const JOB_SIZE_LIMIT = 1024 * 1024;
 /** The events stream is read by every proxy; completions carry only a key name, so this is plenty. */
@@ -187,6 +190,8 @@ export class QueueDispatcher implements Dispatcher {
   /** One enqueue-and-wait; `{retry}` when the job we joined was cancelled or removed by others. */
   private async attempt(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, last: boolean): Promise<Attempt> {
     const { kind } = req;
+    // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
+    if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
     await timeStage('upload', () => this.guard(kind, ctx, this.upload(repo)));
     const queue = await this.guard(kind, ctx, this.getQueue());
     const depth = await this.guard(kind, ctx, queue.count());
