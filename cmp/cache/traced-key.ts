@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { metrics } from '../observe/metrics.js';
 import type { EnvEntry, PluginResult } from '../plugin/request.js';
 import type { TreeIndex } from '../tar/tree-index.js';
 import { cacheKey, type CacheKeyInput } from './cache-key.js';
@@ -60,13 +61,6 @@ export function tracedEntryKey(t: TracedRequest, shape: Shape): string {
 }
 
 /**
- * How traced requests met the cache, per process: `hits` answered without a run, `misses`
- * ran and recorded their reads, `fallbacks` ran with the record incomplete (or the tree not
- * traceable), so only the whole-tree key was stored. Read by the metrics module.
- */
-export const tracedStats = { hits: 0, misses: 0, fallbacks: 0 };
-
-/**
  * After a fresh run: the traced entry to store its result under, or undefined when the record
  * is incomplete (tracer missing, limits, unattributable paths, a renamed directory): then
  * only the whole-tree key holds the result. Counts the run as a miss or a fallback.
@@ -74,9 +68,9 @@ export const tracedStats = { hits: 0, misses: 0, fallbacks: 0 };
 export function entryForRun(t: TracedRequest, reads: RecordedReads | undefined, result: PluginResult): { key: string; shape: Shape } | undefined {
   const shape = reads?.complete ? shapeOf(reads, t.index, boundToRevision(result, t)) : undefined;
   if (!shape) {
-    tracedStats.fallbacks++;
+    metrics.tracedCache.inc({ result: 'fallback' });
     return undefined;
   }
-  tracedStats.misses++;
+  metrics.tracedCache.inc({ result: 'miss' });
   return { key: tracedEntryKey(t, shape), shape };
 }

@@ -72,6 +72,12 @@ export const metrics = {
     help: 'Entries of the in-memory output cache (standalone mode).',
     registers: [registry],
   }),
+  tracedCache: new Counter({
+    name: 'cmp_offload_traced_cache_total',
+    help: 'Traced-cache requests (CMP_OFFLOAD_CACHE=traced) by result: hit (no run), miss (ran and recorded its reads), fallback (ran with an incomplete record: only the whole-tree key was stored).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  }),
   coalesced: new Counter({
     name: 'cmp_offload_coalesced_requests_total',
     help: 'Requests that joined an identical run already in flight instead of starting their own.',

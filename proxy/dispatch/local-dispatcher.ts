@@ -7,7 +7,7 @@ import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/exe
 import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
 import { MemoryCache } from '../../cmp/cache/memory-cache.js';
 import { MemoryShapeStore } from '../../cmp/cache/shape-store.js';
-import { entryForRun, tracedEntryKey, tracedStats, type TracedRequest } from '../../cmp/cache/traced-key.js';
+import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import { metrics, resultBytes } from '../../cmp/observe/metrics.js';
 import { noteCache, timeStage } from '../../cmp/observe/request-trace.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
@@ -40,7 +40,7 @@ export class LocalDispatcher implements Dispatcher {
       return this.execute(req, repo.tgzPath, ctx);
     }
     const hit = await timeStage('lookup', () => this.cache.get(key) ?? (traced ? this.tracedLookup(traced) : undefined));
-    if (traced && hit) tracedStats.hits++;
+    if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
     if (hit) {
       noteCache('hit');
       return hit;

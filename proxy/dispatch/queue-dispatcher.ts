@@ -7,6 +7,7 @@ import type { Ctx } from '../../cmp/context.js';
 import { CmpError, wrap, ourError } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
 import { noteCache, timeStage } from '../../cmp/observe/request-trace.js';
+import { metrics } from '../../cmp/observe/metrics.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
 import { storeBlob } from '../../cmp/queue/blob-store.js';
@@ -17,7 +18,7 @@ import { connectRedis, redisUnavailable, withTimeout } from '../../cmp/queue/red
 import { readResult, writeResult } from '../../cmp/queue/result-store.js';
 import { addShape, readReads, readShapes } from '../../cmp/queue/traced-store.js';
 import { shapeId } from '../../cmp/cache/read-set.js';
-import { entryForRun, tracedEntryKey, tracedStats, type TracedRequest } from '../../cmp/cache/traced-key.js';
+import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 import type { Dispatcher } from './dispatcher.js';
@@ -129,7 +130,7 @@ export class QueueDispatcher implements Dispatcher {
       const hit = await timeStage('lookup', () =>
         this.guard(req.kind, ctx, this.lookup(key, app).then(h => h ?? (traced ? this.tracedLookup(traced, app) : undefined))),
       );
-      if (traced && hit) tracedStats.hits++;
+      if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
       if (hit) {
         noteCache('hit');
         return hit;
