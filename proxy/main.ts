@@ -1,13 +1,10 @@
 import fs from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import type { FastifyInstance } from 'fastify';
-import { compileOptions, DEFAULT_CONFIG_DIR, type Options } from '../cmp/config/options.js';
-import { discoveryConfigured, pluginSpecDigest, readPluginConfig, socketFileName } from '../cmp/config/plugin-config.js';
+import { discoveryConfigured, pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
-import { createLogger } from '../cmp/log.js';
+import { startProcess } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
-import type { Engine } from '../cmp/plugin/execute.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
 import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
@@ -19,35 +16,21 @@ import { buildGrpcServer } from './grpc-server.js';
  * Returns the process exit code once the server has shut down.
  */
 export async function runProxy(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      'config-dir-path': { type: 'string', default: DEFAULT_CONFIG_DIR },
-      loglevel: { type: 'string' },
-      logformat: { type: 'string' },
-    },
-    strict: true,
-  });
-  const env = { ...process.env };
-  if (values.loglevel) env.ARGOCD_CMP_SERVER_LOGLEVEL = values.loglevel;
-  if (values.logformat) env.ARGOCD_CMP_SERVER_LOGFORMAT = values.logformat;
-  const log = createLogger(env, 'cmp-offload-proxy');
-
-  let options: Options;
-  let engine: Engine;
+  let started;
   try {
-    options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, ''), role: 'proxy' });
-    if (options.redis && !options.redis.signingKey) {
-      throw new Error(
-        'distributed mode (CMP_OFFLOAD_REDIS_URL) needs a signing key: set CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE',
-      );
-    }
-    const config = await readPluginConfig(options.configDirPath);
-    engine = { config, options, baseEnv: process.env };
+    started = await startProcess(argv, 'proxy', options => {
+      if (options.redis && !options.redis.signingKey) {
+        throw new Error(
+          'distributed mode (CMP_OFFLOAD_REDIS_URL) needs a signing key: set CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE',
+        );
+      }
+    });
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n`);
     return 1;
   }
+  const { log, engine } = started;
+  const { options } = engine;
   const pluginFile = socketFileName(engine.config);
   const socketPath = `${options.socketDir}/${pluginFile}`;
   if (!discoveryConfigured(engine.config)) {

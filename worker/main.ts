@@ -1,14 +1,11 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
-import { parseArgs } from 'node:util';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
-import { compileOptions, DEFAULT_CONFIG_DIR, type Options } from '../cmp/config/options.js';
-import { pluginSpecDigest, readPluginConfig, socketFileName } from '../cmp/config/plugin-config.js';
+import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
-import { createLogger } from '../cmp/log.js';
+import { startProcess } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
-import type { Engine } from '../cmp/plugin/execute.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
@@ -22,37 +19,23 @@ import { createProcessor, type AbortReason } from './processor.js';
  * their commands left. Returns the process exit code.
  */
 export async function runWorker(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      'config-dir-path': { type: 'string', default: DEFAULT_CONFIG_DIR },
-      loglevel: { type: 'string' },
-      logformat: { type: 'string' },
-    },
-    strict: true,
-  });
-  const env = { ...process.env };
-  if (values.loglevel) env.ARGOCD_CMP_SERVER_LOGLEVEL = values.loglevel;
-  if (values.logformat) env.ARGOCD_CMP_SERVER_LOGFORMAT = values.logformat;
-  const log = createLogger(env, 'cmp-offload-worker');
-
-  let options: Options;
-  let engine: Engine;
+  let started;
   try {
-    options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, ''), role: 'worker' });
-    if (!options.redis) throw new Error('cmp-offload worker needs CMP_OFFLOAD_REDIS_URL');
-    if (!options.redis.signingKey) {
-      throw new Error('cmp-offload worker needs a signing key: set CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE');
-    }
-    const config = await readPluginConfig(options.configDirPath);
-    engine = { config, options, baseEnv: process.env };
-    await fs.rm(options.workRoot, { recursive: true, force: true });
-    await fs.mkdir(options.workRoot, { recursive: true, mode: 0o700 });
+    started = await startProcess(argv, 'worker', options => {
+      if (!options.redis) throw new Error('cmp-offload worker needs CMP_OFFLOAD_REDIS_URL');
+      if (!options.redis.signingKey) {
+        throw new Error('cmp-offload worker needs a signing key: set CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE');
+      }
+    });
+    await fs.rm(started.engine.options.workRoot, { recursive: true, force: true });
+    await fs.mkdir(started.engine.options.workRoot, { recursive: true, mode: 0o700 });
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n`);
     return 1;
   }
-  const ro = options.redis;
+  const { log, engine } = started;
+  const { options } = engine;
+  const ro = options.redis!;
   const signingKey = ro.signingKey!;
   const queue = queueNameOf(socketFileName(engine.config));
   const keys = new KeySpace(ro.prefix);

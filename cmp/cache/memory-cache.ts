@@ -1,26 +1,27 @@
 import type { PluginResult } from '../plugin/request.js';
 
-interface Entry {
-  value: PluginResult;
+interface Entry<V> {
+  value: V;
   bytes: number;
   expires: number;
 }
 
 /**
- * The standalone mode's output cache: an LRU bounded by the approximate size of its values,
- * with a TTL. A Map keeps insertion order, so re-inserting on a hit makes it an LRU.
+ * An in-memory LRU bounded by the approximate size of its values, with a TTL. A Map keeps
+ * insertion order, so re-inserting on a hit makes it an LRU.
  */
-export class MemoryCache {
-  private readonly entries = new Map<string, Entry>();
+export class ByteLru<V> {
+  private readonly entries = new Map<string, Entry<V>>();
   private bytes = 0;
 
   constructor(
     private readonly maxBytes: number,
     private readonly ttlMs: number,
+    private readonly sizeOf: (value: V) => number,
     private readonly now: () => number = Date.now,
   ) {}
 
-  get(key: string): PluginResult | undefined {
+  get(key: string): V | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     this.entries.delete(key);
@@ -32,8 +33,8 @@ export class MemoryCache {
     return entry.value;
   }
 
-  set(key: string, value: PluginResult): void {
-    const bytes = approximateSize(value) + key.length;
+  set(key: string, value: V): void {
+    const bytes = this.sizeOf(value) + key.length;
     if (bytes > this.maxBytes) return;
     this.delete(key);
     this.entries.set(key, { value, bytes, expires: this.now() + this.ttlMs });
@@ -59,6 +60,13 @@ export class MemoryCache {
 
   stats(): { entries: number; bytes: number } {
     return { entries: this.entries.size, bytes: this.bytes };
+  }
+}
+
+/** The standalone mode's output cache. */
+export class MemoryCache extends ByteLru<PluginResult> {
+  constructor(maxBytes: number, ttlMs: number, now: () => number = Date.now) {
+    super(maxBytes, ttlMs, approximateSize, now);
   }
 }
 

@@ -1,0 +1,39 @@
+import { parseArgs } from 'node:util';
+import { compileOptions, DEFAULT_CONFIG_DIR } from './config/options.js';
+import { readPluginConfig } from './config/plugin-config.js';
+import { createLogger, type Logger } from './log.js';
+import type { Engine } from './plugin/execute.js';
+
+export interface Started {
+  log: Logger;
+  engine: Engine;
+}
+
+/**
+ * What `proxy` and `worker` both do first, like argocd-cmp-server: parse the flags
+ * (`--config-dir-path`, `--loglevel`, `--logformat`), compile the options once, read and
+ * validate plugin.yaml. `check` adds the role's own refusals. Throws with the message to print.
+ */
+export async function startProcess(
+  argv: string[],
+  role: 'proxy' | 'worker',
+  check: (options: Engine['options']) => void,
+): Promise<Started> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      'config-dir-path': { type: 'string', default: DEFAULT_CONFIG_DIR },
+      loglevel: { type: 'string' },
+      logformat: { type: 'string' },
+    },
+    strict: true,
+  });
+  const env = { ...process.env };
+  if (values.loglevel) env.ARGOCD_CMP_SERVER_LOGLEVEL = values.loglevel;
+  if (values.logformat) env.ARGOCD_CMP_SERVER_LOGFORMAT = values.logformat;
+  const log = createLogger(env, `cmp-offload-${role}`);
+  const options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, ''), role });
+  check(options);
+  const config = await readPluginConfig(options.configDirPath);
+  return { log, engine: { config, options, baseEnv: process.env } };
+}
