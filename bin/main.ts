@@ -1,7 +1,3 @@
-import { runProxy } from '../proxy/main.js';
-import { runClientCommand } from '../cmp/client/client-cli.js';
-import { runCacheCommand } from '../cmp/queue/cache-cli.js';
-import { runWorker } from '../worker/main.js';
 
 const USAGE = `usage: cmp-offload <command> [flags]
 
@@ -14,21 +10,24 @@ commands:
   params    ... GetParametersAnnouncement
 `;
 
-/** `cmp-offload <command>`: one executable, one subcommand per role (architecture §8). */
+/**
+ * `cmp-offload <command>`: one executable, one subcommand per role (architecture §8). Each role's
+ * modules are loaded only when it runs: a worker scaled from zero should not pay for the proxy's.
+ */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
     switch (command) {
       case 'proxy':
-        return await runProxy(rest);
+        return await (await import('../proxy/main.js')).runProxy(rest);
       case 'worker':
-        return await runWorker(rest);
+        return await (await import('../worker/main.js')).runWorker(rest);
       case 'cache':
-        return await runCacheCommand(rest, { stdout: process.stdout, stderr: process.stderr });
+        return await (await import('../cmp/queue/cache-cli.js')).runCacheCommand(rest, { stdout: process.stdout, stderr: process.stderr });
       case 'generate':
       case 'match':
       case 'params':
-        return await runClientCommand(command, rest, { stdout: process.stdout, stderr: process.stderr });
+        return await (await import('../cmp/client/client-cli.js')).runClientCommand(command, rest, { stdout: process.stdout, stderr: process.stderr });
       case undefined:
       case '-h':
       case '--help':

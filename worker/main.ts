@@ -4,6 +4,7 @@ import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
+import { extractPool } from '../cmp/tar/extract-pool.js';
 import { startProcess } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
@@ -34,6 +35,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     return 1;
   }
   const { log, engine } = started;
+  extractPool.warm();
   const { options } = engine;
   const ro = options.redis!;
   const signingKey = ro.signingKey!;

@@ -53,6 +53,14 @@ class ExtractPool {
     });
   }
 
+  /** Start a thread ahead of the first job: a worker scaled from zero should not make its first caller wait for it. */
+  warm(): void {
+    if (this.idle.length + this.busy.size > 0) return;
+    const worker = this.spawn();
+    worker.unref();
+    this.idle.push(worker);
+  }
+
   private pump(): void {
     while (this.queue.length > 0) {
       const worker = this.idle.pop() ?? (this.busy.size < MAX_WORKERS ? this.spawn() : undefined);
