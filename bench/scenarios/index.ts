@@ -8,6 +8,8 @@ import { monorepoStorm } from './monorepo-storm.js';
 import { queueOverhead } from './queue-overhead.js';
 import { scaleOut } from './scale-out.js';
 import { split } from './split.js';
+import { stormWholeRepo } from './storm-whole-repo.js';
+import { traceOverhead } from './trace-overhead.js';
 
 /** Every scenario, in the order they run. Add a scenario by adding its module here. */
-export const SCENARIOS: Scenario[] = [ingest, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm];
+export const SCENARIOS: Scenario[] = [ingest, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm, stormWholeRepo, traceOverhead];
