@@ -13,9 +13,11 @@ import { pluginYaml } from './harness.js';
 
 /** Run `cmp-offload proxy` to completion (it must fail) and return its exit code and stderr. */
 function runProxyExpectingExit(configDir: string, env: Record<string, string> = {}): Promise<{ code: number | null; stderr: string }> {
+  // Its own socket and work dirs: a proxy wipes `<workdir>/_cmp_server` at start.
+  const box = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-startup-'));
   return new Promise(resolve => {
     const proc = spawn(process.execPath, [BIN, 'proxy', '--config-dir-path', configDir], {
-      env: { ...process.env, ARGOCD_PLUGINSOCKFILEPATH: os.tmpdir(), ...env },
+      env: { ...process.env, ARGOCD_PLUGINSOCKFILEPATH: box, ARGOCD_CMP_WORKDIR: box, ...env },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
@@ -23,6 +25,7 @@ function runProxyExpectingExit(configDir: string, env: Record<string, string> = 
     const timer = setTimeout(() => proc.kill('SIGKILL'), 15_000);
     proc.on('exit', code => {
       clearTimeout(timer);
+      fs.rmSync(box, { recursive: true, force: true });
       resolve({ code, stderr });
     });
   });

@@ -7,8 +7,14 @@ import { runCommand, type RunOptions } from '../../../cmp/exec/run-command.js';
 /** A context that never ends on its own. */
 export const noDeadline: Ctx = contextWithDeadline(undefined);
 
+const made: string[] = [];
+process.on('exit', () => made.forEach(d => fs.rmSync(d, { recursive: true, force: true })));
+
+/** A fresh temp dir, removed when the test process exits. */
 export function tmpDir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-exec-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-exec-'));
+  made.push(dir);
+  return dir;
 }
 
 /** runCommand with test defaults: no exec timeout, a generous output limit, a minimal env. */
