@@ -112,7 +112,7 @@ export function hostileCase(i: number, rand: () => number, ctx: { outside: strin
       return { kind: 'tar:huge-name', messages: request(buildTgz([...base(), entry]), { env: env('walk') }) };
     }
     case 9: { // deep trees
-      // Thousands of levels take seconds each (reported in the README); the reduced run stays shallower.
+      // Up to 3100 levels; the reduced run stays shallower.
       const depth = 100 + int(ctx.reduced ? 1000 : 3000);
       const dir = Array.from({ length: depth }, () => 'd').join('/');
       return { kind: 'tar:deep-tree', messages: request(buildTgz([...base(), { name: `${dir}/leaf.yaml`, content: 'deep: true\n' }]), { env: env('walk') }) };
