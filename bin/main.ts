@@ -1,4 +1,3 @@
-
 const USAGE = `usage: cmp-offload <command> [flags]
 
 commands:
