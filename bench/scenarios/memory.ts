@@ -16,7 +16,7 @@ export const memory: Scenario = {
   async run(opts) {
     // 500 MiB, not 512: distributed mode keeps a tarball in one Redis string, and Redis refuses
     // strings over 512 MB (proto-max-bulk-len), which a 512 MiB tarball exceeds (README: findings).
-    const size = (opts.quick ? 128 : 500) * MiB;
+    const size = (opts.quick ? 64 : 500) * MiB;
     const t = await randomTarball(opts.outDir, `memory-${size / MiB}`, size);
     const d = await startDistributed({ pluginYaml: PLUGIN, socketName: 'mem.sock', workers: 1, env: profileEnv(opts, 'memory') });
     const client = openCmpClient(d.proxy.socketPath);
@@ -41,7 +41,7 @@ export const memory: Scenario = {
           unit: 'MiB',
           target: { op: '<', value: 100 },
           details: { baselineBytes: base[who], peakBytes: peak.get(pids[who]), tarballBytes: t.size },
-          note: opts.quick ? 'quick: 128 MiB' : '500 MiB: a 512 MiB tarball exceeds the 512 MB Redis string limit',
+          note: opts.quick ? 'quick: 64 MiB' : '500 MiB: a 512 MiB tarball exceeds the 512 MB Redis string limit',
         });
       });
     } finally {

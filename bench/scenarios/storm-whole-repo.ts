@@ -89,7 +89,7 @@ export const stormWholeRepo: Scenario = {
   title: 'monorepo storm, whole repo sent per app (Argo default): CMP_OFFLOAD_CACHE=traced vs on (content cache) vs off',
   async run(opts) {
     // Every request carries the whole repo, so a pass costs apps × repo size: 100 apps keep the full run to about a minute.
-    const apps = opts.quick ? 30 : 100;
+    const apps = opts.quick ? 20 : 100;
     const readBase = Array.from({ length: apps }, (_, i) => i + 1).filter(usesBase).length;
     const result: Partial<Record<CacheMode, Storm>> = {};
     for (const mode of ['traced', 'on', 'off'] as const) {

@@ -83,7 +83,7 @@ export const traceOverhead: Scenario = {
       opts.log('  strace is not usable here: scenario skipped');
       return [];
     }
-    const reps = opts.quick ? 3 : 9;
+    const reps = opts.quick ? 1 : 9;
     const root = fs.mkdtempSync(path.join(os.tmpdir(), 'trace-bench-'));
     const rows: Row[] = [];
     try {
