@@ -1,10 +1,10 @@
 import fs from 'node:fs/promises';
 import * as grpc from '@grpc/grpc-js';
-import type { FastifyInstance } from 'fastify';
 import { discoveryConfigured, pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { startProcess } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
+import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
 import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
@@ -70,25 +70,15 @@ export async function runProxy(argv: string[]): Promise<number> {
   let listening = true;
   metrics.info.set({ role: 'proxy', plugin: pluginName, mode: options.redis ? 'distributed' : 'standalone' }, 1);
   if (!options.redis) metrics.concurrencyLimit.set(options.concurrency);
-  const httpAddr = options.http;
-  const http: Promise<FastifyInstance | undefined> = httpAddr
-    ? (async () => {
-        // In the background, so that signal handling starts at once; fastify loads only here.
-        const [{ buildProxyHttpApp }, { listenOps }] = await Promise.all([import('./http-app.js'), import('../cmp/observe/ops-http.js')]);
-        const app = buildProxyHttpApp({
-          socketPath,
-          listening: () => listening,
-          ...(dispatcher instanceof QueueDispatcher
-            ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
-            : { cache: (dispatcher as LocalDispatcher).cache }),
-        });
-        await listenOps(app, httpAddr, log);
-        return app;
-      })().catch((err: unknown) => {
-        log.error({ err: (err as Error).message }, 'the HTTP server failed to start; serving without it');
-        return undefined;
-      })
-    : Promise.resolve(undefined);
+  const http = serveOpsInBackground(options.http, log, async () =>
+    (await import('./http-app.js')).buildProxyHttpApp({
+      socketPath,
+      listening: () => listening,
+      ...(dispatcher instanceof QueueDispatcher
+        ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
+        : { cache: (dispatcher as LocalDispatcher).cache }),
+    }),
+  );
   log.info(
     options.redis
       ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix }

@@ -1,12 +1,12 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
-import type { FastifyInstance } from 'fastify';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { extractPool } from '../cmp/tar/extract-pool.js';
 import { startProcess } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
+import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
@@ -87,26 +87,16 @@ export async function runWorker(argv: string[]): Promise<number> {
   const dashboardConnection = options.dashboardToken ? connectRedis(ro, 'blocking', onRedisError) : undefined;
   const dashboardQueue = dashboardConnection ? new Queue(queue, { connection: dashboardConnection, prefix: ro.prefix }) : undefined;
   dashboardQueue?.on('error', onRedisError);
-  const httpAddr = options.http;
-  const http: Promise<FastifyInstance | undefined> = httpAddr
-    ? (async () => {
-        // In the background, so that signal handling starts at once; fastify loads only here.
-        const [{ buildWorkerHttpApp }, { listenOps }] = await Promise.all([import('./http-app.js'), import('../cmp/observe/ops-http.js')]);
-        const app = await buildWorkerHttpApp({
-          redis,
-          blocking: workerConnection,
-          prefix: ro.prefix,
-          queue,
-          running: () => !stopping && worker.isRunning(),
-          ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
-        });
-        await listenOps(app, httpAddr, log);
-        return app;
-      })().catch((err: unknown) => {
-        log.error({ err: (err as Error).message }, 'the HTTP server failed to start; serving without it');
-        return undefined;
-      })
-    : Promise.resolve(undefined);
+  const http = serveOpsInBackground(options.http, log, async () =>
+    (await import('./http-app.js')).buildWorkerHttpApp({
+      redis,
+      blocking: workerConnection,
+      prefix: ro.prefix,
+      queue,
+      running: () => !stopping && worker.isRunning(),
+      ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
+    }),
+  );
   log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency }, 'worker ready');
 
   await new Promise<void>(resolve => {

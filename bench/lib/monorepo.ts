@@ -4,8 +4,8 @@ import path from 'node:path';
 import type { CmpTestClient } from '../../test/helpers/grpc-client.js';
 import { packRepo } from '../../test/helpers/repo.js';
 import { generateCall, timedGenerate } from './calls.js';
-import { pluginYaml } from './service.js';
-import { pool } from './stats.js';
+import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
+import { pool } from '../../test/helpers/pool.js';
 
 /**
  * A monorepo of `apps` small apps under `apps/app-<i>/` (a kustomization-like manifest and a

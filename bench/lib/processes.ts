@@ -1,13 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { rssBytes } from '../../test/helpers/rss.js';
 import type { BenchOptions } from './types.js';
-
-/** Resident set size of a process, from /proc (Linux). */
-export function rssBytes(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
-}
 
 /** Samples the RSS of some processes every `everyMs` and keeps each one's peak. */
 export class RssSampler {

@@ -4,17 +4,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** A plugin.yaml with the given name and spec body (indented YAML under `spec:`). */
-export function pluginYaml(name: string, spec: string): string {
-  return `apiVersion: argoproj.io/v1alpha1
-kind: ConfigManagementPlugin
-metadata:
-  name: ${name}
-spec:
-${spec.replace(/^/gm, '  ')}
-`;
-}
-
 export interface BareServer {
   proc: ChildProcess;
   socketPath: string;

@@ -30,6 +30,4 @@ export const fmt = {
   x: (v: number) => `${v.toFixed(2)}×`,
 };
 
-export { pool } from '../../test/helpers/pool.js';
-
 export const sleep = (ms: number) => new Promise<void>(r => setTimeout(r, ms));

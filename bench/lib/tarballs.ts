@@ -6,7 +6,8 @@ import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { headerBlock } from '../../test/helpers/tar-builder.js';
 import { MiB } from './stats.js';
-import { rng, TextGen } from './text.js';
+import { rng } from '../../test/helpers/rng.js';
+import { TextGen } from './text.js';
 
 /** A generated tarball on disk. */
 export interface Tarball {

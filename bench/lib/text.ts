@@ -1,15 +1,3 @@
-/** A small deterministic PRNG (mulberry32): the same seed gives the same inputs on every run. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const SYLLABLES = ['ka', 'lo', 'mi', 'ne', 'tor', 'vel', 'sa', 'rin', 'do', 'xu', 'pe', 'qua', 'bri', 'zen', 'fo', 'gal', 'hu', 'jy', 'wen', 'ost'];
 const KEYWORDS = ['name', 'namespace', 'labels', 'image', 'replicas', 'value', 'port', 'enabled', 'resources', 'limits', 'cpu',
   'memory', 'func', 'return', 'if', 'else', 'const', 'import', 'export', 'type', 'string', 'true', 'false', 'nil', 'err'];

@@ -4,9 +4,10 @@ import { startProxy } from '../../test/helpers/proxy-process.js';
 import { tarballOf } from '../../test/helpers/repo.js';
 import { generateCall, timedGenerate } from '../lib/calls.js';
 import { profileEnv } from '../lib/processes.js';
-import { pluginYaml } from '../lib/service.js';
+import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
 import { fmt, pct } from '../lib/stats.js';
-import { rng, TextGen } from '../lib/text.js';
+import { rng } from '../../test/helpers/rng.js';
+import { TextGen } from '../lib/text.js';
 import { row, type Row, type Scenario } from '../lib/types.js';
 
 /** 200 ms of work, then the app's manifests. */

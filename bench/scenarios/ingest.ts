@@ -3,7 +3,7 @@ import { connectPlugin } from '../../cmp/client/connect.js';
 import { startProxy } from '../../test/helpers/proxy-process.js';
 import { profileEnv } from '../lib/processes.js';
 import { startBareServer } from '../lib/service.js';
-import { pluginYaml } from '../lib/service.js';
+import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
 import { fmt, MiB, msSince } from '../lib/stats.js';
 import { tarballMessages } from '../lib/stream-file.js';
 import { randomTarball, textTarball, type Tarball } from '../lib/tarballs.js';

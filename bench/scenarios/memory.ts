@@ -1,8 +1,9 @@
 import { callClientStream } from '../../cmp/client/client-stream.js';
 import { startDistributed } from '../../test/helpers/distributed.js';
 import { openCmpClient } from '../../test/helpers/grpc-client.js';
-import { profileEnv, RssSampler, rssBytes } from '../lib/processes.js';
-import { pluginYaml } from '../lib/service.js';
+import { rssBytes } from '../../test/helpers/rss.js';
+import { profileEnv, RssSampler } from '../lib/processes.js';
+import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
 import { fmt, MiB } from '../lib/stats.js';
 import { tarballMessages } from '../lib/stream-file.js';
 import { randomTarball } from '../lib/tarballs.js';

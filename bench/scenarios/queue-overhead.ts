@@ -4,7 +4,7 @@ import { startProxy } from '../../test/helpers/proxy-process.js';
 import { tarballOf } from '../../test/helpers/repo.js';
 import { generateCall, timedGenerate } from '../lib/calls.js';
 import { profileEnv } from '../lib/processes.js';
-import { pluginYaml } from '../lib/service.js';
+import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
 import { fmt, pct } from '../lib/stats.js';
 import { row, type Scenario } from '../lib/types.js';
 

@@ -2,7 +2,7 @@ import { startDistributed } from '../../test/helpers/distributed.js';
 import { openCmpClient } from '../../test/helpers/grpc-client.js';
 import { tarballOf } from '../../test/helpers/repo.js';
 import { generateCall, timedGenerate } from '../lib/calls.js';
-import { pluginYaml } from '../lib/service.js';
+import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
 import { fmt, msSince } from '../lib/stats.js';
 import { row, type Scenario } from '../lib/types.js';
 

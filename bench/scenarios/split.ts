@@ -1,7 +1,7 @@
 import * as yaml from 'js-yaml';
 import { splitManifests } from '../../cmp/split/split-manifests.js';
 import { fmt, median, MiB, timed } from '../lib/stats.js';
-import { rng } from '../lib/text.js';
+import { rng } from '../../test/helpers/rng.js';
 import { row, type Row, type Scenario } from '../lib/types.js';
 
 /** One generated Deployment as a plain object (labels, env, resources, probes: typical shapes). */

@@ -4,8 +4,9 @@ import path from 'node:path';
 import { startDistributed, type Distributed } from '../../test/helpers/distributed.js';
 import { openCmpClient, type CmpTestClient } from '../../test/helpers/grpc-client.js';
 import { appName, checkout, countRuns, generateApp, KUSTOMIZE_LIKE, monorepoFiles, usesBase } from '../../test/helpers/monorepo.js';
-import { pluginYaml } from '../lib/service.js';
-import { fmt, pool } from '../lib/stats.js';
+import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
+import { pool } from '../../test/helpers/pool.js';
+import { fmt } from '../lib/stats.js';
 import { row, type Scenario } from '../lib/types.js';
 
 type CacheMode = 'traced' | 'on' | 'off';

@@ -5,7 +5,8 @@ import { status as Status } from '@grpc/grpc-js';
 import { openCmpClient, repoMetadata, type CmpTestClient, type RpcOutcome } from '../helpers/grpc-client.js';
 import { fixturePath } from '../helpers/paths.js';
 import { buildTgz, type TarEntry } from '../helpers/tar-builder.js';
-import { eventually, leftovers, MODES, pluginYaml, startCmp, type CmpServer } from './harness.js';
+import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * appRelPath resolution per RPC (cmp-contract §8) through the real proxy: GenerateManifest and

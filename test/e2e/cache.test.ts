@@ -5,7 +5,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { makeRepo, packRepo } from '../helpers/repo.js';
-import { MODES, pluginYaml, startCmp, type CmpServer } from './harness.js';
+import { MODES, startCmp, type CmpServer } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * The output cache (architecture §4): keyed by the tree's content (not the tarball bytes), the

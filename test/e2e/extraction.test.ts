@@ -17,7 +17,8 @@ import {
   truncated,
   type TarEntry,
 } from '../helpers/tar-builder.js';
-import { eventually, leftovers, MODES, pluginYaml, startCmp, type CmpServer } from './harness.js';
+import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * Server-side extraction (cmp-contract §7) through the real proxy: the plugin's generate command

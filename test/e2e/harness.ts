@@ -76,11 +76,3 @@ export async function eventually(check: () => boolean, timeoutMs = 10_000, what 
     await new Promise(r => setTimeout(r, 25));
   }
 }
-
-/** A plugin.yaml with the given `spec` lines (YAML, indented 2). */
-export function pluginYaml(name: string, spec: string): string {
-  return `apiVersion: argoproj.io/v1alpha1\nkind: ConfigManagementPlugin\nmetadata:\n  name: ${name}\nspec:\n${spec
-    .split('\n')
-    .map(l => `  ${l}`)
-    .join('\n')}\n`;
-}

@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { HEALTH_PROTO_DIR } from '../../proxy/health.js';
 import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
-import { pluginYaml } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 const require = createRequire(import.meta.url);
 const REFLECTION_PROTO_DIR = path.join(path.dirname(require.resolve('@grpc/reflection/package.json')), 'build', 'proto');

@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openCmpClient } from '../helpers/grpc-client.js';
 import { startProxy } from '../helpers/proxy-process.js';
-import { pluginYaml } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 const MiB = 1024 * 1024;
 const SIZE = Number(process.env.CMP_OFFLOAD_MEMORY_TEST_MIB ?? 512) * MiB;

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
-import { leftovers, MODES, pluginYaml, startCmp, type CmpServer } from './harness.js';
+import { leftovers, MODES, startCmp, type CmpServer } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /** Send `tgz` as the repo-server does (1 KiB chunks) with the given metadata overrides. */
 function call(tgz: Buffer, opts: Parameters<typeof repoMetadata>[1] = {}) {

@@ -9,7 +9,7 @@ import { BIN } from '../helpers/paths.js';
 import { startProxy } from '../helpers/proxy-process.js';
 import { tarballOf } from '../helpers/repo.js';
 import { repoMetadata, chunksOf } from '../helpers/grpc-client.js';
-import { pluginYaml } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /** Run `cmp-offload proxy` to completion (it must fail) and return its exit code and stderr. */
 function runProxyExpectingExit(configDir: string, env: Record<string, string> = {}): Promise<{ code: number | null; stderr: string }> {

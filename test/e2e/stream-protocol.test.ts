@@ -16,7 +16,8 @@ import {
 } from '../helpers/grpc-client.js';
 import { fixturePath } from '../helpers/paths.js';
 import { buildTar, buildTgz, gzipBytes, headerBlock } from '../helpers/tar-builder.js';
-import { eventually, leftovers, MODES, pluginYaml, startCmp, type CmpServer } from './harness.js';
+import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * The stream protocol of the three client-streaming RPCs (cmp-contract §5 with the prefixes of

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
-import { eventually, leftovers, MODES, pluginYaml, startCmp, type CmpServer } from './harness.js';
+import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * Exec timeouts (our deliberate difference, architecture §2.1) and the caller's deadline

@@ -5,7 +5,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { appName, checkout, countRuns, generateApp, KUSTOMIZE_LIKE, monorepoFiles, PRINTS_REVISION, usesBase } from '../helpers/monorepo.js';
-import { MODES, pluginYaml, startCmp, type CmpServer } from './harness.js';
+import { MODES, startCmp, type CmpServer } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * The input-traced cache (CMP_OFFLOAD_CACHE=traced) on a 50-app monorepo, whole repo sent per

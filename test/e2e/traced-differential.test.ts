@@ -8,8 +8,10 @@ import * as yaml from 'js-yaml';
 import { splitManifests } from '../../cmp/split/split-manifests.js';
 import { openCmpClient } from '../helpers/grpc-client.js';
 import { pool } from '../helpers/pool.js';
+import { rng } from '../helpers/rng.js';
 import { appName, checkout, countRuns, generateApp, KUSTOMIZE_LIKE, monorepoFiles } from '../helpers/monorepo.js';
-import { MODES, pluginYaml, startCmp } from './harness.js';
+import { MODES, startCmp } from './harness.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * Differential test of the traced cache: a random sequence of commits (edits, adds, deletes,
@@ -43,18 +45,6 @@ function freshRun(dir: string, app: string, counter: string): Promise<{ manifest
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-traced-diff-'));
 after(() => fs.rmSync(work, { recursive: true, force: true }));
-
-/** mulberry32: small, seeded, reproducible. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Tree = { files: Record<string, string>; modes: Record<string, number> };
 

@@ -7,7 +7,7 @@ import { packRepo } from './repo.js';
 /**
  * A monorepo as the traced cache meets it: `apps/aNN/` per Application, a shared `base/` that
  * every fifth app references (through `base.ref`), and files no plugin reads (README, docs).
- * Also used by the monorepo-storm benchmark.
+ * Also used by the storm-whole-repo and trace-overhead benchmarks.
  */
 export function monorepoFiles(apps: number): Record<string, string> {
   const files: Record<string, string> = {

@@ -2,27 +2,22 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { EnvEntry } from '../../proto/generated/cmpserver/plugin/plugin.js';
 import { chunksOf, repoMetadata, type StreamCall } from '../helpers/grpc-client.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * A plugin that leaves markers: `starts` gets "<worker work dir> <tag>" when a run begins,
  * `ends` gets "<tag>" when it finishes. SLEEP (request env) makes it slow; FAIL makes it fail.
  */
 export function markerPlugin(name: string): string {
-  return `apiVersion: argoproj.io/v1alpha1
-kind: ConfigManagementPlugin
-metadata:
-  name: ${name}
-spec:
-  generate:
-    command: [sh, -c]
-    args:
-      - |
-        echo "$ARGOCD_CMP_WORKDIR $ARGOCD_ENV_TAG" >> "$MARKERS/starts"
-        sleep "\${ARGOCD_ENV_SLEEP:-0}"
-        if [ -n "$ARGOCD_ENV_FAIL" ]; then echo "it broke: $ARGOCD_ENV_FAIL" >&2; exit 3; fi
-        echo "$ARGOCD_ENV_TAG" >> "$MARKERS/ends"
-        printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\ndata:\\n  on: 1.50\\n' "$ARGOCD_ENV_TAG"
-`;
+  return pluginYaml(name, `generate:
+  command: [sh, -c]
+  args:
+    - |
+      echo "$ARGOCD_CMP_WORKDIR $ARGOCD_ENV_TAG" >> "$MARKERS/starts"
+      sleep "\${ARGOCD_ENV_SLEEP:-0}"
+      if [ -n "$ARGOCD_ENV_FAIL" ]; then echo "it broke: $ARGOCD_ENV_FAIL" >&2; exit 3; fi
+      echo "$ARGOCD_ENV_TAG" >> "$MARKERS/ends"
+      printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\ndata:\\n  on: 1.50\\n' "$ARGOCD_ENV_TAG"`);
 }
 
 /** Lines of a marker file (none when it does not exist). */

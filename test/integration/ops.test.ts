@@ -12,25 +12,20 @@ import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
 import { freePort, startRedis } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
 import { generateCall, markerPlugin, until } from './distributed-helpers.js';
+import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 const SECRET = 'do-not-log-this-value-7f3a';
 
 /** A plugin whose MODE (request env) makes it time out (`slow`) or ignore SIGTERM (`stubborn`). */
-const OPS_PLUGIN = `apiVersion: argoproj.io/v1alpha1
-kind: ConfigManagementPlugin
-metadata:
-  name: ops
-spec:
-  generate:
-    command: [sh, -c]
-    args:
-      - |
-        case "$ARGOCD_ENV_MODE" in
-          slow) sleep 5 ;;
-          stubborn) trap '' TERM; sleep 5 ;;
-        esac
-        printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\n' "$ARGOCD_ENV_TAG"
-`;
+const OPS_PLUGIN = pluginYaml('ops', `generate:
+  command: [sh, -c]
+  args:
+    - |
+      case "$ARGOCD_ENV_MODE" in
+        slow) sleep 5 ;;
+        stubborn) trap '' TERM; sleep 5 ;;
+      esac
+      printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\n' "$ARGOCD_ENV_TAG"`);
 
 /** Parsed text exposition: `name{labels}` → value. */
 async function scrape(port: number): Promise<Map<string, number>> {

@@ -11,8 +11,10 @@ import { status as Status } from '@grpc/grpc-js';
 import { openCmpClient, repoMetadata } from '../helpers/grpc-client.js';
 import { startProxy } from '../helpers/proxy-process.js';
 import { tarballOf } from '../helpers/repo.js';
+import { rng } from '../helpers/rng.js';
+import { rssBytes } from '../helpers/rss.js';
 import { hostileCase, hostilePlugin } from './lib/hostile-cases.js';
-import { checkInvariants, findNamed, rssBytes } from './lib/invariants.js';
+import { checkInvariants, findNamed } from './lib/invariants.js';
 import { rawGenerate } from './lib/raw-call.js';
 import { recordFigures, REDUCED, sandbox } from './lib/settings.js';
 
@@ -20,18 +22,6 @@ const CASES = REDUCED ? 640 : 2000;
 // A call whose ~300 KB status trailer stalls the client's HTTP/2 connection ends when keepalive drops it, after
 // about 40 s (README, Reliability); the deadline only catches a server that never answers.
 const TIMEOUT_MS = 120_000;
-
-/** Same seeded PRNG as the benchmarks: a failure names its case index, and the case can be replayed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 test(`${CASES} hostile requests: no crash, a status for each, nothing outside the work root, work root empty`, { timeout: REDUCED ? 600_000 : 2_400_000 }, async () => {
   const box = sandbox('hostile');

@@ -12,7 +12,8 @@ import assert from 'node:assert/strict';
 import { startDistributed } from '../helpers/distributed.js';
 import { openCmpClient } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
-import { checkInvariants, rssBytes } from './lib/invariants.js';
+import { rssBytes } from '../helpers/rss.js';
+import { checkDistributedInvariants } from './lib/invariants.js';
 import { expectedManifests, markerCall, markerLines, markerPlugin } from './lib/marker-plugin.js';
 import { recordFigures, REDUCED, sandbox } from './lib/settings.js';
 
@@ -103,19 +104,9 @@ test(`${CALLS} calls, ${CONCURRENCY} concurrent, a worker SIGKILLed every ${KILL
     assert.deepEqual(doubles, [], 'no request ran to completion twice on workers that stayed alive');
     assert.ok(kills >= 2, `workers were killed during the load (${kills})`);
 
-    const report = await checkInvariants({
-      token: box.token,
-      emptyDirs: [box.tmp, d.proxy.workRoot, ...d.workers.map(w => path.join(w.base, 'work', '_cmp_server'))],
-      redisUrl: d.redis.url,
-      // Workers killed meanwhile are gone; the others must be back near their baseline.
-      memory: baselines.filter(b => d.proxy.proc.pid === b.pid || d.workers.some(w => w.proc.pid === b.pid)),
-    });
-    recordFigures('load invariants', {
-      redisKeys: report.keys!.keys,
-      keysWithTtl: report.keys!.withTtl,
-      ...report.keys!.owned,
-      memory: report.memory.map(m => `${m.name} ${m.baselineMiB.toFixed(0)}→${m.afterMiB.toFixed(0)} MiB`).join('; '),
-    });
+    // Workers killed meanwhile are gone; the others must be back near their baseline.
+    const alive = baselines.filter(b => d.proxy.proc.pid === b.pid || d.workers.some(w => w.proc.pid === b.pid));
+    await checkDistributedInvariants('load', d, box, alive);
   } finally {
     client.close();
     await d.stop();

@@ -14,7 +14,8 @@ import { startDistributed } from '../helpers/distributed.js';
 import { openCmpClient, type RpcOutcome } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
 import type { ManifestResponse } from '../../proto/generated/cmpserver/plugin/plugin.js';
-import { checkInvariants, rssBytes } from './lib/invariants.js';
+import { rssBytes } from '../helpers/rss.js';
+import { checkDistributedInvariants } from './lib/invariants.js';
 import { expectedManifests, markerCall, markerPlugin } from './lib/marker-plugin.js';
 import { recordFigures, REDUCED, sandbox } from './lib/settings.js';
 
@@ -98,18 +99,7 @@ test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE within ${FAIL
     assert.ok(recovered !== undefined, 'calls succeed again after the restart');
     assert.ok(outageStart > 0);
 
-    const report = await checkInvariants({
-      token: box.token,
-      emptyDirs: [box.tmp, d.proxy.workRoot, ...d.workers.map(w => path.join(w.base, 'work', '_cmp_server'))],
-      redisUrl: d.redis.url,
-      memory: baselines,
-    });
-    recordFigures('redis-restart invariants', {
-      redisKeys: report.keys!.keys,
-      keysWithTtl: report.keys!.withTtl,
-      ...report.keys!.owned,
-      memory: report.memory.map(m => `${m.name} ${m.baselineMiB.toFixed(0)}→${m.afterMiB.toFixed(0)} MiB`).join('; '),
-    });
+    await checkDistributedInvariants('redis-restart', d, box, baselines);
   } finally {
     client.close();
     await d.stop();

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { buildTar, buildTgz, flipBit, gzipBytes, truncated, type TarEntry } from '../../helpers/tar-builder.js';
 import { rawChunkMessage, rawMetadataMessage, type RawMetadata } from './raw-call.js';
+import { pluginYaml } from '../../helpers/plugin-yaml.js';
 
 /** One generated hostile request: the raw messages and what kind of hostility it is. */
 export interface HostileCase {
@@ -12,25 +13,19 @@ export interface HostileCase {
 export const MODES = ['normal', 'walk', 'binary', 'huge', 'utf8', 'bomb', 'deep'] as const;
 
 export function hostilePlugin(): string {
-  return `apiVersion: argoproj.io/v1alpha1
-kind: ConfigManagementPlugin
-metadata:
-  name: hostile
-spec:
-  generate:
-    command: [sh, -c]
-    args:
-      - |
-        case "$ARGOCD_ENV_MODE" in
-          binary) head -c 3000 /dev/urandom ;;
-          huge) head -c 12000000 /dev/zero | tr '\\0' 'a' ;;
-          utf8) printf 'kind: ConfigMap\\nmetadata:\\n  name: "\\377\\376"\\n---\\n{"a": "\\377"}\\n' ;;
-          bomb) printf 'a: &a ["x","x","x","x","x","x","x","x","x"]\\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\\n' ;;
-          deep) i=0; s=''; while [ $i -lt 3000 ]; do s="$s["; i=$((i+1)); done; echo "a: $s" ;;
-          walk) find . 2>/dev/null | head -c 100000 | sed 's/^/# /'; cat ./*/* 2>/dev/null | head -c 10000 | sed 's/^/# /'; echo 'kind: A' ;;
-          *) echo 'kind: A' ;;
-        esac
-`;
+  return pluginYaml('hostile', `generate:
+  command: [sh, -c]
+  args:
+    - |
+      case "$ARGOCD_ENV_MODE" in
+        binary) head -c 3000 /dev/urandom ;;
+        huge) head -c 12000000 /dev/zero | tr '\\0' 'a' ;;
+        utf8) printf 'kind: ConfigMap\\nmetadata:\\n  name: "\\377\\376"\\n---\\n{"a": "\\377"}\\n' ;;
+        bomb) printf 'a: &a ["x","x","x","x","x","x","x","x","x"]\\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\\n' ;;
+        deep) i=0; s=''; while [ $i -lt 3000 ]; do s="$s["; i=$((i+1)); done; echo "a: $s" ;;
+        walk) find . 2>/dev/null | head -c 100000 | sed 's/^/# /'; cat ./*/* 2>/dev/null | head -c 10000 | sed 's/^/# /'; echo 'kind: A' ;;
+        *) echo 'kind: A' ;;
+      esac`);
 }
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');

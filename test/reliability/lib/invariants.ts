@@ -1,7 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import assert from 'node:assert/strict';
+import type { Distributed } from '../../helpers/distributed.js';
+import { rssBytes } from '../../helpers/rss.js';
 import { auditRedisKeys, type KeyAudit } from './redis-audit.js';
+import { recordFigures } from './settings.js';
 
 const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 
@@ -22,10 +25,6 @@ export function processesWith(token: string): number[] {
     }
   }
   return out;
-}
-
-export function rssBytes(pid: number): number {
-  return Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
 }
 
 export interface InvariantInput {
@@ -88,6 +87,30 @@ export async function checkInvariants(input: InvariantInput): Promise<InvariantR
     );
   }
   return { leftoverProcesses: left.length, keys, memory };
+}
+
+/**
+ * The invariants of a distributed scenario (the proxy's and every worker's work root, the
+ * services' TMPDIR, Redis, memory), recorded as the figures `<scenario> invariants`.
+ */
+export async function checkDistributedInvariants(
+  scenario: string,
+  d: Distributed,
+  box: { token: string; tmp: string },
+  memory: NonNullable<InvariantInput['memory']>,
+): Promise<void> {
+  const report = await checkInvariants({
+    token: box.token,
+    emptyDirs: [box.tmp, d.proxy.workRoot, ...d.workers.map(w => path.join(w.base, 'work', '_cmp_server'))],
+    redisUrl: d.redis.url,
+    memory,
+  });
+  recordFigures(`${scenario} invariants`, {
+    redisKeys: report.keys!.keys,
+    keysWithTtl: report.keys!.withTtl,
+    ...report.keys!.owned,
+    memory: report.memory.map(m => `${m.name} ${m.baselineMiB.toFixed(0)}→${m.afterMiB.toFixed(0)} MiB`).join('; '),
+  });
 }
 
 /** Every file or directory under `root` whose name contains `needle` (for escape checks). */

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { EnvEntry } from '../../../proto/generated/cmpserver/plugin/plugin.js';
 import { chunksOf, repoMetadata, type StreamCall } from '../../helpers/grpc-client.js';
+import { pluginYaml } from '../../helpers/plugin-yaml.js';
 
 /**
  * A plugin that leaves markers: `starts` and `ends` get "<worker work dir> <tag>" when a run
@@ -9,20 +10,14 @@ import { chunksOf, repoMetadata, type StreamCall } from '../../helpers/grpc-clie
  * the tag, so every answer can be compared byte for byte with `expectedManifests`.
  */
 export function markerPlugin(name: string, markers: string): string {
-  return `apiVersion: argoproj.io/v1alpha1
-kind: ConfigManagementPlugin
-metadata:
-  name: ${name}
-spec:
-  generate:
-    command: [sh, -c]
-    args:
-      - |
-        echo "$ARGOCD_CMP_WORKDIR $ARGOCD_ENV_TAG" >> "${markers}/starts"
-        sleep "\${ARGOCD_ENV_SLEEP:-0}"
-        echo "$ARGOCD_CMP_WORKDIR $ARGOCD_ENV_TAG" >> "${markers}/ends"
-        printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\ndata:\\n  tag: "%s"\\n  num: 1.50\\n' "$ARGOCD_ENV_TAG" "$ARGOCD_ENV_TAG"
-`;
+  return pluginYaml(name, `generate:
+  command: [sh, -c]
+  args:
+    - |
+      echo "$ARGOCD_CMP_WORKDIR $ARGOCD_ENV_TAG" >> "${markers}/starts"
+      sleep "\${ARGOCD_ENV_SLEEP:-0}"
+      echo "$ARGOCD_CMP_WORKDIR $ARGOCD_ENV_TAG" >> "${markers}/ends"
+      printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\ndata:\\n  tag: "%s"\\n  num: 1.50\\n' "$ARGOCD_ENV_TAG" "$ARGOCD_ENV_TAG"`);
 }
 
 /** What the plugin's output splits into, written out by hand (Go JSON: sorted keys, compact). */
