@@ -3,13 +3,13 @@ import os from 'node:os';
 import path from 'node:path';
 import * as yaml from 'js-yaml';
 import { runCommand } from '../../cmp/exec/run-command.js';
-import { ReadRecorder, tracerWorks } from '../../cmp/trace/read-recorder.js';
+import { BUILT_TRACER, ReadRecorder, tracerWorks } from '../../cmp/trace/read-recorder.js';
 import { appName, KUSTOMIZE_LIKE, monorepoFiles } from '../../test/helpers/monorepo.js';
 import { fmt, median } from '../lib/stats.js';
 import { row, type Row, type Scenario } from '../lib/types.js';
 
 /**
- * Overhead of the traced cache's read recorder (strace -f --seccomp-bpf) on two workloads,
+ * Overhead of the traced cache's read recorder (cmp-trace: seccomp filter + ptrace) on three workloads,
  * plain vs recorded (recording includes parsing the trace), runs interleaved:
  *   helm-like:      one statically linked Go process reading many files (`buf build` over 400 protos)
  *   kustomize-like: a shell pipeline per app dir: ls, cat, find, probes of absent files (40 dirs)
@@ -55,7 +55,7 @@ function workloads(root: string): Workload[] {
   return list;
 }
 
-const RECORDER = { strace: 'strace', maxPaths: 100_000, maxTraceBytes: 512 * 1024 ** 2 };
+const RECORDER = { tracer: '', maxPaths: 100_000, maxTraceBytes: 512 * 1024 ** 2 };
 
 async function once(root: string, w: Workload, traced: boolean): Promise<number> {
   const start = process.hrtime.bigint();
@@ -68,7 +68,7 @@ async function once(root: string, w: Workload, traced: boolean): Promise<number>
     execTimeoutMs: 0,
     fatalTimeoutMs: 0,
     maxOutputBytes: 1e9,
-    wrap: rec ? (argv, file, cwd, e) => rec.wrap(argv, file, cwd, e, process.env.PATH ?? '') : undefined,
+    wrap: rec ? (argv, file, cwd) => rec.wrap(argv, file, cwd) : undefined,
   });
   const reads = await rec?.finish();
   if (reads && !reads.complete) throw new Error(`recording incomplete: ${reads.reason}`);
@@ -77,10 +77,10 @@ async function once(root: string, w: Workload, traced: boolean): Promise<number>
 
 export const traceOverhead: Scenario = {
   name: 'trace-overhead',
-  title: 'traced cache recorder (strace -f --seccomp-bpf, trace parsed) vs the same command run plainly, interleaved',
+  title: 'traced cache recorder (cmp-trace, records parsed) vs the same command run plainly, interleaved',
   async run(opts) {
-    if (!(await tracerWorks('strace', process.env))) {
-      opts.log('  strace is not usable here: scenario skipped');
+    if (!(await tracerWorks(BUILT_TRACER, process.env))) {
+      opts.log('  cmp-trace is not usable here: scenario skipped');
       return [];
     }
     const reps = opts.quick ? 1 : 9;

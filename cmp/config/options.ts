@@ -33,7 +33,7 @@ export interface Options {
     traced: boolean;
     /** CMP_OFFLOAD_CACHE_REVISION: `auto` or `always` (when a traced entry is bound to the revision). */
     revision: RevisionRule;
-    /** The read recorder of the traced cache (CMP_OFFLOAD_TRACE_*). */
+    /** The read recorder of the traced cache (CMP_OFFLOAD_TRACER, CMP_OFFLOAD_TRACE_*). */
     trace: TraceOptions;
     /** CMP_OFFLOAD_CACHE_TTL */
     ttlMs: number;
@@ -137,7 +137,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
       traced: env.CMP_OFFLOAD_CACHE === 'traced',
       revision: oneOf(env, 'CMP_OFFLOAD_CACHE_REVISION', ['auto', 'always'], 'auto'),
       trace: {
-        strace: env.CMP_OFFLOAD_TRACE_STRACE || 'strace',
+        tracer: env.CMP_OFFLOAD_TRACER ?? '',
         maxPaths: integer(env, 'CMP_OFFLOAD_TRACE_MAX_PATHS', 100_000, 1),
         maxTraceBytes: bytes(env, 'CMP_OFFLOAD_TRACE_MAX_BYTES', 512 * MiB),
       },

@@ -100,14 +100,13 @@ async function runMaybeTraced(engine: Engine, argv: string[], cwd: string, req: 
   return runPluginCommand(engine, argv, cwd, req, ctx);
 }
 
-/** strace's text when its execve of the command fails. */
-const TRACER_EXEC_FAILED = /^`[^]*` failed exit status 1: strace: exec: /;
+/** cmp-trace's text when its execve of the command fails. */
+const TRACER_EXEC_FAILED = /^`[^]*` failed exit status 127: cmp-trace: exec: /;
 
 function runPluginCommand(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx, recorder?: ReadRecorder): Promise<Buffer> {
   const { options } = engine;
-  const pathEnv = engine.baseEnv.PATH ?? process.env.PATH ?? '';
   return runCommand({
-    wrap: recorder ? (argv, file, cwd, env) => recorder.wrap(argv, file, cwd, env, pathEnv) : undefined,
+    wrap: recorder ? (argv, file, cwd) => recorder.wrap(argv, file, cwd) : undefined,
     argv,
     cwd,
     env: commandEnv(engine.baseEnv, req.env),

@@ -4,17 +4,21 @@ import { accessSync, constants as fsConstants, createReadStream, statSync } from
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { StraceParser, type RawReads } from './strace-parse.js';
+import { fileURLToPath } from 'node:url';
+import { TraceRecords, type RawReads } from './trace-records.js';
 
-/** The traced cache's recorder settings (CMP_OFFLOAD_TRACE_*). */
+/** The traced cache's recorder settings (CMP_OFFLOAD_TRACE*). */
 export interface TraceOptions {
-  /** CMP_OFFLOAD_TRACE_STRACE: the strace binary (name looked up in PATH, or a path). */
-  strace: string;
+  /** CMP_OFFLOAD_TRACER: the cmp-trace binary; empty for the one built with the project. */
+  tracer: string;
   /** CMP_OFFLOAD_TRACE_MAX_PATHS: distinct paths one run may touch before its record is given up. */
   maxPaths: number;
   /** CMP_OFFLOAD_TRACE_MAX_BYTES: trace output one command may write before its record is given up. */
   maxTraceBytes: number;
 }
+
+/** cmp-trace as `npm run build` compiles it, next to this module. */
+export const BUILT_TRACER = fileURLToPath(new URL('./cmp-trace', import.meta.url));
 
 /**
  * What a run read under its work dir, relative to it (`''` is the work dir itself), or why
@@ -32,69 +36,62 @@ export interface TracedSpawn {
   argv0: string;
 }
 
-// File syscalls (opens, stats, probes, execs, renames...), directory reads, cwd changes and
-// process creation (to follow cwds), plus the ones that make a record untrustworthy.
-const SYSCALLS = '%file,getdents64,getdents,fchdir,clone,clone3,fork,vfork,io_uring_setup,open_by_handle_at';
-const STRACE_FLAGS = ['-f', '-qq', '-y', '-xx', '-s', '0', '--seccomp-bpf', '-e', `trace=${SYSCALLS}`];
-
 const probes = new Map<string, Promise<boolean>>();
 
 /**
- * Whether `strace` works here with our flags (installed, ptrace permitted, seccomp-bpf
- * supported). Asked once per binary and process: a tracer that cannot attach would otherwise
- * turn every plugin run into strace's own error.
+ * Whether the tracer works here (built, ptrace and seccomp permitted). Asked once per binary
+ * and process: a tracer that cannot attach would otherwise turn every plugin run into its own
+ * error.
  */
-export function tracerWorks(strace: string, env: NodeJS.ProcessEnv): Promise<boolean> {
-  let p = probes.get(strace);
+export function tracerWorks(tracer: string, env: NodeJS.ProcessEnv): Promise<boolean> {
+  let p = probes.get(tracer);
   if (!p) {
     p = new Promise(resolve => {
-      execFile(strace, [...STRACE_FLAGS, '-o', '/dev/null', '--', 'true'], { env, timeout: 10_000 }, err => resolve(!err));
+      // Node itself as the traced command: the one binary every image has.
+      execFile(tracer, ['/dev/null', '100', process.execPath, 'node', '-e', ''], { env, timeout: 10_000 }, err => resolve(!err));
     });
-    probes.set(strace, p);
+    probes.set(tracer, p);
   }
   return p;
 }
 
 /**
  * Records the reads of one request's commands (init, generate) under `workDir`: each command
- * runs under `strace -f` writing its own trace file next to the work dir; `finish()` parses
+ * runs under cmp-trace writing its own trace file next to the work dir; `finish()` parses
  * them. Any doubt — tracer unusable, a command it could not wrap faithfully, a trace too big,
  * a path it cannot attribute — makes the record incomplete, never smaller than the truth.
  */
 export class ReadRecorder {
-  private readonly traces: Array<{ file: string; cwd: string }> = [];
+  private readonly traces: string[] = [];
   private incomplete: string | undefined;
   private readonly watchers: NodeJS.Timeout[] = [];
 
   private constructor(
     private readonly opts: TraceOptions,
+    private readonly tracer: string,
     private readonly workDir: string,
     usable: boolean,
   ) {
-    if (!usable) this.incomplete = `the tracer ${opts.strace} is not usable here`;
+    if (!usable) this.incomplete = `the tracer ${tracer} is not usable here`;
   }
 
   /** A recorder for the work dir `workDir` (resolved to its real path, as the tracer reports paths). */
   static async start(opts: TraceOptions, workDir: string, env: NodeJS.ProcessEnv): Promise<ReadRecorder> {
-    const usable = await tracerWorks(opts.strace, env);
-    return new ReadRecorder(opts, await fs.realpath(workDir), usable);
+    const tracer = opts.tracer || BUILT_TRACER;
+    const usable = await tracerWorks(tracer, env);
+    return new ReadRecorder(opts, tracer, await fs.realpath(workDir), usable);
   }
 
   /**
    * How to spawn one command under the tracer, or undefined to run it as is (the record is
-   * then incomplete). The traced process must be exec'd exactly as Argo would: strace looks
-   * a bare name up in the command env's PATH, so that must be the PATH we looked it up in,
-   * and it must be runnable (otherwise Go's own exec error text must reach the caller).
+   * then incomplete). The tracer execs `file` (already looked up in PATH) with argv[0] as
+   * given, exactly as the plain spawn would; it must be runnable, otherwise Go's own exec
+   * error text must reach the caller.
    */
-  wrap(argv: readonly string[], file: string, cwd: string, env: Readonly<Record<string, string>>, pathEnv: string): TracedSpawn | undefined {
+  wrap(argv: readonly string[], file: string, cwd: string): TracedSpawn | undefined {
     if (this.incomplete) return undefined;
-    const name = argv[0]!;
-    if (!name.includes('/') && env.PATH !== pathEnv) {
-      this.incomplete = 'the command env changes PATH';
-      return undefined;
-    }
+    const full = path.resolve(cwd, file);
     try {
-      const full = path.resolve(cwd, file);
       if (!statSync(full).isFile()) throw new Error('not a file');
       accessSync(full, fsConstants.X_OK);
     } catch {
@@ -102,9 +99,9 @@ export class ReadRecorder {
       return undefined;
     }
     const traceFile = path.join(path.dirname(this.workDir), `${path.basename(this.workDir)}.${randomUUID()}.trace`);
-    this.traces.push({ file: traceFile, cwd });
+    this.traces.push(traceFile);
     this.watch(traceFile);
-    return { file: this.opts.strace, args: [...STRACE_FLAGS, '-o', traceFile, '--', name, ...argv.slice(1)], argv0: this.opts.strace };
+    return { file: this.tracer, args: [traceFile, String(this.opts.maxPaths), full, ...argv], argv0: this.tracer };
   }
 
   /** Mark the record incomplete (e.g. a command could not be checked before wrapping). */
@@ -121,7 +118,7 @@ export class ReadRecorder {
       const listed = new Set<string>();
       const moved = new Set<string>();
       for (const t of this.traces) {
-        const raw = await this.parse(t.file, t.cwd);
+        const raw = await this.parse(t);
         if (raw.incomplete) return { complete: false, reason: raw.incomplete };
         for (const p of raw.touched) addRelative(touched, this.workDir, p);
         for (const p of raw.listed) addRelative(listed, this.workDir, p);
@@ -131,12 +128,12 @@ export class ReadRecorder {
       if (this.incomplete) return { complete: false, reason: this.incomplete };
       return { complete: true, touched: [...touched].sort(), listed: [...listed].sort(), moved: [...moved].sort() };
     } finally {
-      await Promise.all(this.traces.map(t => fs.rm(t.file, { force: true })));
+      await Promise.all(this.traces.map(t => fs.rm(t, { force: true })));
     }
   }
 
-  private async parse(file: string, cwd: string): Promise<RawReads> {
-    const parser = new StraceParser(await fs.realpath(cwd).catch(() => cwd), this.opts.maxPaths);
+  private async parse(file: string): Promise<RawReads> {
+    const parser = new TraceRecords(this.opts.maxPaths);
     try {
       const lines = createInterface({ input: createReadStream(file), crlfDelay: Infinity });
       for await (const line of lines) parser.line(line);

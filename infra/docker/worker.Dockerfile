@@ -15,7 +15,9 @@ COPY cmp ./cmp
 COPY proxy ./proxy
 COPY worker ./worker
 COPY proto ./proto
-# Only the runtime sources are copied, so `prepare` (tsc) compiles just them.
+# gcc compiles cmp-trace, the traced cache's read recorder, into dist/ (build stage only).
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
+# Only the runtime sources are copied, so `prepare` (tsc, then cc) compiles just them.
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
 FROM node:20-bookworm-slim

@@ -150,7 +150,7 @@ for (const mode of MODES) {
 
   describe(`traced cache when recording fails (${mode})`, () => {
     for (const [what, env] of [
-      ['the tracer is missing', { CMP_OFFLOAD_TRACE_STRACE: '/nonexistent/strace' }],
+      ['the tracer is missing', { CMP_OFFLOAD_TRACER: '/nonexistent/cmp-trace' }],
       ['the path limit is tiny', { CMP_OFFLOAD_TRACE_MAX_PATHS: '3' }],
     ] as const) {
       test(`when ${what}, entries fall back to the whole-tree key and answers stay correct`, async () => {
@@ -179,5 +179,23 @@ for (const mode of MODES) {
         }
       });
     }
+
+    test('a command the tracer cannot start (missing #! interpreter) fails with Go\'s own text, as without the cache', async () => {
+      const spec = 'preserveFileMode: true\ngenerate:\n  command: [./gen.sh]\n';
+      const s = await setup(mode, spec);
+      const off = await setup(mode, spec, { CMP_OFFLOAD_CACHE: 'off' });
+      try {
+        const tgz = await checkout(s.dir, { 'apps/a01/gen.sh': '#!/nonexistent/interpreter\necho hi\n' }, { 'apps/a01/gen.sh': 0o755 });
+        const traced = await generateApp(s.client, tgz, 'a01', 1, s.counter);
+        const plain = await generateApp(off.client, tgz, 'a01', 1, off.counter);
+        assert.deepEqual(traced, plain);
+        assert.match(JSON.stringify(traced), /fork\/exec \.\/gen\.sh: no such file or directory/);
+      } finally {
+        for (const x of [s, off]) {
+          x.client.close();
+          await x.server.stop();
+        }
+      }
+    });
   });
 }

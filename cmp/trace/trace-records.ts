@@ -1,0 +1,62 @@
+import path from 'node:path';
+
+/**
+ * What a traced run touched, as absolute paths: every path handed to a file syscall (opened,
+ * stat'ed, probed, executed, created, removed, renamed) and every directory whose entries were
+ * read. `incomplete` names the first reason the record cannot be trusted; then nothing else
+ * in it may be used.
+ */
+export interface RawReads {
+  touched: Set<string>;
+  listed: Set<string>;
+  /** Sources of renames: a renamed directory hides which of its files were read later. */
+  moved: Set<string>;
+  incomplete: string | undefined;
+}
+
+/** Paths that alias a directory of another process or an open file descriptor. */
+const ALIAS = /^\/(proc\/[^/]+\/(task\/[^/]+\/)?(cwd|root|fd|map_files)\/.|dev\/fd\/.)/;
+
+/**
+ * Reader of cmp-trace's output (see cmp-trace.c): `T|L|M <hex path>` records, `X <reason>`,
+ * and `E` once every tracee is gone. Feed it lines in order, then call `finish()`. `maxPaths`
+ * bounds memory: beyond it the record is incomplete.
+ */
+export class TraceRecords {
+  private readonly out: RawReads = { touched: new Set(), listed: new Set(), moved: new Set(), incomplete: undefined };
+  private ended = false;
+
+  constructor(private readonly maxPaths: number) {}
+
+  line(raw: string): void {
+    if (this.out.incomplete) return;
+    if (this.ended) return this.fail('records after the end');
+    const kind = raw.slice(0, 2);
+    const arg = raw.slice(2);
+    if (raw === 'E') {
+      this.ended = true;
+      return;
+    }
+    if (kind === 'X ') return this.fail(arg);
+    if (!/^(?:[0-9a-f]{2})+$/.test(arg)) return this.fail('unparsed trace line');
+    // Lexical, as before: `..` after a symlink resolves against the link, not its target.
+    const abs = path.posix.resolve(Buffer.from(arg, 'hex').toString('utf8'));
+    if (kind === 'T ' || kind === 'M ') {
+      if (ALIAS.test(abs)) return this.fail(`a path through ${abs.split('/').slice(0, 4).join('/')}`);
+      this.out.touched.add(abs);
+      if (kind === 'M ') this.out.moved.add(abs);
+    } else if (kind === 'L ') this.out.listed.add(abs);
+    else return this.fail('unparsed trace line');
+    if (this.out.touched.size + this.out.listed.size > this.maxPaths) this.fail(`more than ${this.maxPaths} paths`);
+  }
+
+  /** The record; a trace without its end (the tracer was killed) is incomplete. */
+  finish(): RawReads {
+    if (!this.ended) this.fail('the tracer did not finish');
+    return this.out;
+  }
+
+  private fail(reason: string): void {
+    this.out.incomplete ??= reason;
+  }
+}

@@ -1,0 +1,111 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { runCommand } from '../../../cmp/exec/run-command.js';
+import { ReadRecorder, type RecordedReads } from '../../../cmp/trace/read-recorder.js';
+
+const BUF = path.resolve('node_modules/@bufbuild/buf-linux-x64/bin/buf');
+const ENV = Object.entries(process.env).map(([k, v]) => `${k}=${v}`);
+
+/** A fresh work dir (real path, as the tracer reports paths) with `files`; removed after `fn`. */
+async function inWorkDir(files: Record<string, string>, fn: (dir: string) => Promise<void>): Promise<void> {
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'rec-')));
+  try {
+    for (const [rel, text] of Object.entries(files)) {
+      fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+      fs.writeFileSync(path.join(dir, rel), text);
+    }
+    await fn(dir);
+    assert.deepEqual(fs.readdirSync(path.dirname(dir)).filter(n => n.startsWith(`${path.basename(dir)}.`)), [], 'trace files removed');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Run `script` with sh in `cwd`, traced when `traced`; its output or its error text, and the record. */
+async function run(dir: string, cwd: string, script: string, opts: { traced?: boolean; maxPaths?: number; execTimeoutMs?: number } = {}) {
+  const rec = opts.traced === false ? undefined : await ReadRecorder.start({ tracer: '', maxPaths: opts.maxPaths ?? 10_000, maxTraceBytes: 1 << 30 }, dir, process.env);
+  let result: string;
+  try {
+    const out = await runCommand({
+      argv: ['sh', '-c', script], cwd: path.join(dir, cwd), env: ENV, ctx: { signal: new AbortController().signal, deadline: undefined },
+      execTimeoutMs: opts.execTimeoutMs ?? 0, fatalTimeoutMs: 1000, maxOutputBytes: 1 << 20,
+      wrap: rec ? (argv, file, c) => rec.wrap(argv, file, c) : undefined,
+    });
+    result = out.toString();
+  } catch (err) {
+    result = `error: ${(err as Error).message}`;
+  }
+  const reads = (await rec?.finish()) as RecordedReads;
+  return { result, reads };
+}
+
+function complete(reads: RecordedReads) {
+  assert.ok(reads.complete, JSON.stringify(reads));
+  return reads;
+}
+
+test('the recorder sees the reads of a statically linked, multi-threaded Go binary and of shell children', async () => {
+  await inWorkDir({ 'app/buf.yaml': 'version: v1\n', 'app/a.proto': 'syntax = "proto3";\npackage a;\nmessage A {}\n', 'unread.txt': 'x' }, async dir => {
+    const { result, reads } = await run(dir, 'app', `${BUF} build -o /dev/null && cat ../unread-probe 2>/dev/null; echo "$0"`);
+    assert.equal(result, 'sh', 'argv[0] is the name Argo would use');
+    const r = complete(reads);
+    assert.ok(r.touched.includes('app/a.proto'), JSON.stringify(r.touched));
+    assert.ok(r.touched.includes('app/buf.yaml'));
+    assert.ok(r.touched.includes('unread-probe'), 'an absent probe is recorded');
+    assert.ok(r.listed.includes('app'), 'buf lists its module dir');
+    assert.ok(!r.touched.includes('unread.txt'));
+  });
+});
+
+test('relative paths resolve against each process\'s cwd, through cd and descriptor-relative calls', async () => {
+  await inWorkDir({ 'app/sub/a.yaml': 'a\n', 'base/b.yaml': 'b\n', 'base/deep/c.yaml': 'c\n', 'other/x': 'x' }, async dir => {
+    const { result, reads } = await run(dir, 'app', 'cd sub && cat a.yaml && cd ../../base && [ -f maybe.yaml ]; find deep -name "*.yaml" | sort; ls ../other >/dev/null');
+    assert.equal(result, 'a\ndeep/c.yaml');
+    const r = complete(reads);
+    for (const p of ['app/sub/a.yaml', 'base/maybe.yaml', 'base/deep']) assert.ok(r.touched.includes(p), `${p} in ${JSON.stringify(r.touched)}`);
+    assert.deepEqual(r.listed.filter(p => !p.startsWith('..')), ['base/deep', 'other'], 'find lists through a directory descriptor, ls by path');
+    assert.ok(!r.touched.includes('base/b.yaml') && !r.touched.includes('other/x'));
+  });
+});
+
+test('reads of background children that outlive the shell are recorded', async () => {
+  await inWorkDir({ 'late.txt': 'late\n' }, async dir => {
+    const { result, reads } = await run(dir, '', '(sleep 0.3; cat late.txt) & exit 0');
+    assert.equal(result, 'late', 'the output waits for them, as a plain run does');
+    assert.ok(complete(reads).touched.includes('late.txt'));
+  });
+});
+
+test('renames are recorded as moves; aliases and symlink creation make the record incomplete', async () => {
+  await inWorkDir({ 'a.txt': 'a', 'd/f': 'f' }, async dir => {
+    const moved = complete((await run(dir, '', 'mv a.txt b.txt')).reads);
+    assert.deepEqual(moved.moved, ['a.txt']);
+    assert.ok(moved.touched.includes('b.txt'));
+    const link = (await run(dir, '', 'ln -s d e')).reads;
+    assert.deepEqual(link, { complete: false, reason: 'the plugin called symlinkat' });
+    const alias = (await run(dir, '', 'cat /proc/self/cwd/d/f >/dev/null')).reads;
+    assert.equal(alias.complete, false);
+    assert.match((alias as { reason: string }).reason, /^a path through \/proc\/self\/cwd/);
+  });
+});
+
+test('more distinct paths than the limit make the record incomplete', async () => {
+  await inWorkDir({ 'a': '', 'b': '', 'c': '' }, async dir => {
+    const { result, reads } = await run(dir, '', 'cat a b c; echo ok', { maxPaths: 3 });
+    assert.equal(result, 'ok', 'the command itself is not disturbed');
+    assert.equal(reads.complete, false);
+  });
+});
+
+test('exit codes, signals, stderr and timeouts look exactly as without the tracer', async () => {
+  await inWorkDir({}, async dir => {
+    for (const script of ['echo out; echo err >&2; exit 3', 'kill -TERM $$', 'kill -SEGV $$', 'trap "echo bye; exit 0" TERM; sleep 5 & wait']) {
+      const plain = await run(dir, '', script, { traced: false, execTimeoutMs: 300 });
+      const traced = await run(dir, '', script, { execTimeoutMs: 300 });
+      assert.equal(traced.result, plain.result, script);
+    }
+  });
+});
