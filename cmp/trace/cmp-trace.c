@@ -2,7 +2,7 @@
  * cmp-trace: records which paths a command and all its descendants hand to file syscalls, and
  * which directories they list, for the traced cache (cmp/trace/read-recorder.ts).
  *
- *   cmp-trace OUT MAX_PATHS FILE ARGV0 [ARG...]
+ *   cmp-trace [--one-cpu] OUT MAX_PATHS FILE ARGV0 [ARG...]
  *
  * Runs FILE with argv ARGV0 ARG... and the caller's env and cwd, and exits as it did (same code,
  * or the same signal). OUT receives one line per distinct record, path bytes in hex:
@@ -18,9 +18,14 @@
  * every descriptor, and keeps new threads on PTRACE_SYSCALL (a stop on every syscall) until their
  * first traced call. Here a seccomp filter stops only the file syscalls, once, at entry, and
  * every thread and child inherits it.
+ *
+ * --one-cpu runs the tracer and the command on one CPU, the one the tracer started on (as rr
+ * binds its tracees): each stop is then a local context switch instead of two cross-CPU wakeups,
+ * several times cheaper on virtual machines, at the cost of the command's own parallelism.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/audit.h>
@@ -47,6 +52,26 @@
 #else
 #error "cmp-trace supports x86_64 and aarch64"
 #endif
+
+/* Syscalls newer than the build's headers: since Linux 5.1 every architecture numbers new
+ * syscalls alike. Numbers past the newest one we know are stopped and give the record up. */
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+#ifndef SYS_setxattrat
+#define SYS_setxattrat 463
+#define SYS_getxattrat 464
+#define SYS_listxattrat 465
+#define SYS_removexattrat 466
+#endif
+#ifndef SYS_open_tree_attr
+#define SYS_open_tree_attr 467
+#endif
+#ifndef SYS_file_getattr
+#define SYS_file_getattr 468
+#define SYS_file_setattr 469
+#endif
+#define FIRST_UNKNOWN_NR 470
 
 /* How a syscall's arguments name paths. */
 enum kind { PATHS, LIST, UNTRACKABLE };
@@ -80,13 +105,16 @@ static const struct spec SPECS[] = {
     AT1(utimensat, 0, 1), AT1(name_to_handle_at, 0, 1), P1(getxattr, 0), P1(lgetxattr, 0),
     P1(setxattr, 0), P1(lsetxattr, 0), P1(listxattr, 0), P1(llistxattr, 0), P1(removexattr, 0),
     P1(lremovexattr, 0), P1(inotify_add_watch, 1), AT1(fanotify_mark, 3, 4), P1(acct, 0),
-    P1(swapon, 0), P1(swapoff, 0), P1(umount2, 0),
+    P1(swapon, 0), P1(swapoff, 0), P1(umount2, 0), P1(quotactl, 1), AT1(fchmodat2, 0, 1),
+    AT1(setxattrat, 0, 1), AT1(getxattrat, 0, 1), AT1(listxattrat, 0, 1), AT1(removexattrat, 0, 1),
+    AT1(file_getattr, 0, 1), AT1(file_setattr, 0, 1),
     {SYS_renameat, "renameat", PATHS, {0, 2}, {1, 3}, 1},
     {SYS_renameat2, "renameat2", PATHS, {0, 2}, {1, 3}, 1},
     {SYS_linkat, "linkat", PATHS, {0, 2}, {1, 3}, 0},
     {SYS_getdents64, "getdents64", LIST, {0, -1}, {-1, -1}, 0},
     U(symlinkat), U(io_uring_setup), U(open_by_handle_at), U(mount), U(pivot_root), U(chroot),
     U(fsmount), U(open_tree), U(move_mount), U(fspick), U(mount_setattr), U(setns),
+    U(fsopen), U(fsconfig), U(open_tree_attr),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -233,7 +261,7 @@ static void on_syscall(pid_t pid) {
   const struct spec *s = NULL;
   for (size_t i = 0; i < NSPECS; i++)
     if (SPECS[i].nr == (long)info.seccomp.nr) s = &SPECS[i];
-  if (!s) return give_up("an unexpected syscall stop");
+  if (!s) return give_up("a syscall unknown to cmp-trace");
   if (s->kind == UNTRACKABLE) {
     static char why[64];
     snprintf(why, sizeof why, "the plugin called %s", s->name);
@@ -272,16 +300,14 @@ static void on_syscall(pid_t pid) {
 
 /* ---- the filter: stop the syscalls of SPECS, and anything of another architecture ---- */
 static void install_filter(void) {
-  struct sock_filter f[4 + 2 * NSPECS + 4];
+  struct sock_filter f[5 + NSPECS + 2];
   size_t n = 0;
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
   f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 1, 0);
   f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE);
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-#if defined(__x86_64__)
-  /* x32 syscalls share the arch value */
-  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, NSPECS + 1, 0);
-#endif
+  /* also x32 syscalls on x86_64, which share the arch value (nr | 0x40000000) */
+  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, FIRST_UNKNOWN_NR, NSPECS + 1, 0);
   for (size_t i = 0; i < NSPECS; i++)
     f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)SPECS[i].nr, (unsigned char)(NSPECS - i), 0);
   f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
@@ -291,6 +317,17 @@ static void install_filter(void) {
     perror("cmp-trace: seccomp");
     _exit(127);
   }
+}
+
+/* Bind this process, and so the command it forks, to one of the CPUs it may use: the one the
+ * kernel just started it on, which exec balancing picks among the least busy. */
+static void bind_one_cpu(void) {
+  cpu_set_t allowed, one;
+  int cpu = sched_getcpu();
+  if (cpu < 0 || sched_getaffinity(0, sizeof allowed, &allowed) || !CPU_ISSET(cpu, &allowed)) return;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  sched_setaffinity(0, sizeof one, &one);
 }
 
 /* ---- tracees seen (to tell a new tracee's first SIGSTOP from a real one) ---- */
@@ -318,8 +355,13 @@ static void seen_drop(pid_t pid) {
 static const int PASSED_ON[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE};
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--one-cpu") == 0) {
+    bind_one_cpu();
+    argv++;
+    argc--;
+  }
   if (argc < 5) {
-    fprintf(stderr, "usage: cmp-trace OUT MAX_PATHS FILE ARGV0 [ARG...]\n");
+    fprintf(stderr, "usage: cmp-trace [--one-cpu] OUT MAX_PATHS FILE ARGV0 [ARG...]\n");
     return 2;
   }
   out = fopen(argv[1], "we");

@@ -11,6 +11,8 @@ import { TraceRecords, type RawReads } from './trace-records.js';
 export interface TraceOptions {
   /** CMP_OFFLOAD_TRACER: the cmp-trace binary; empty for the one built with the project. */
   tracer: string;
+  /** CMP_OFFLOAD_TRACE_CPUS=one: a traced command and its tracer share one CPU (cheaper stops, no parallelism). */
+  oneCpu: boolean;
   /** CMP_OFFLOAD_TRACE_MAX_PATHS: distinct paths one run may touch before its record is given up. */
   maxPaths: number;
   /** CMP_OFFLOAD_TRACE_MAX_BYTES: trace output one command may write before its record is given up. */
@@ -101,7 +103,8 @@ export class ReadRecorder {
     const traceFile = path.join(path.dirname(this.workDir), `${path.basename(this.workDir)}.${randomUUID()}.trace`);
     this.traces.push(traceFile);
     this.watch(traceFile);
-    return { file: this.tracer, args: [traceFile, String(this.opts.maxPaths), full, ...argv], argv0: this.tracer };
+    const cpu = this.opts.oneCpu ? ['--one-cpu'] : [];
+    return { file: this.tracer, args: [...cpu, traceFile, String(this.opts.maxPaths), full, ...argv], argv0: this.tracer };
   }
 
   /** Mark the record incomplete (e.g. a command could not be checked before wrapping). */

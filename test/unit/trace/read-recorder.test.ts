@@ -25,8 +25,9 @@ async function inWorkDir(files: Record<string, string>, fn: (dir: string) => Pro
 }
 
 /** Run `script` with sh in `cwd`, traced when `traced`; its output or its error text, and the record. */
-async function run(dir: string, cwd: string, script: string, opts: { traced?: boolean; maxPaths?: number; execTimeoutMs?: number } = {}) {
-  const rec = opts.traced === false ? undefined : await ReadRecorder.start({ tracer: '', maxPaths: opts.maxPaths ?? 10_000, maxTraceBytes: 1 << 30 }, dir, process.env);
+async function run(dir: string, cwd: string, script: string, opts: { traced?: boolean; maxPaths?: number; execTimeoutMs?: number; oneCpu?: boolean } = {}) {
+  const settings = { tracer: '', oneCpu: opts.oneCpu ?? true, maxPaths: opts.maxPaths ?? 10_000, maxTraceBytes: 1 << 30 };
+  const rec = opts.traced === false ? undefined : await ReadRecorder.start(settings, dir, process.env);
   let result: string;
   try {
     const out = await runCommand({
@@ -79,7 +80,7 @@ test('reads of background children that outlive the shell are recorded', async (
   });
 });
 
-test('renames are recorded as moves; aliases and symlink creation make the record incomplete', async () => {
+test('renames are recorded as moves; aliases, symlink creation and unknown syscalls make the record incomplete', async () => {
   await inWorkDir({ 'a.txt': 'a', 'd/f': 'f' }, async dir => {
     const moved = complete((await run(dir, '', 'mv a.txt b.txt')).reads);
     assert.deepEqual(moved.moved, ['a.txt']);
@@ -89,6 +90,10 @@ test('renames are recorded as moves; aliases and symlink creation make the recor
     const alias = (await run(dir, '', 'cat /proc/self/cwd/d/f >/dev/null')).reads;
     assert.equal(alias.complete, false);
     assert.match((alias as { reason: string }).reason, /^a path through \/proc\/self\/cwd/);
+    // A syscall newer than the tracer's table might take a path it cannot see (perl is in every Debian).
+    const newer = await run(dir, '', 'perl -e "syscall(470); print q(ok)"');
+    assert.equal(newer.result, 'ok');
+    assert.deepEqual(newer.reads, { complete: false, reason: 'a syscall unknown to cmp-trace' });
   });
 });
 
@@ -107,5 +112,14 @@ test('exit codes, signals, stderr and timeouts look exactly as without the trace
       const traced = await run(dir, '', script, { execTimeoutMs: 300 });
       assert.equal(traced.result, plain.result, script);
     }
+  });
+});
+
+test('CMP_OFFLOAD_TRACE_CPUS=one runs a traced command and its children on one CPU; all leaves them every CPU', { skip: os.availableParallelism() < 2 && 'one CPU here' }, async () => {
+  await inWorkDir({}, async dir => {
+    const all = String(os.availableParallelism());
+    assert.equal((await run(dir, '', 'nproc', { traced: false })).result, all);
+    assert.equal((await run(dir, '', 'sh -c nproc', { oneCpu: true })).result, '1');
+    assert.equal((await run(dir, '', 'sh -c nproc', { oneCpu: false })).result, all);
   });
 });
