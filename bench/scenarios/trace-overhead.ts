@@ -9,7 +9,7 @@ import { fmt, median } from '../lib/stats.js';
 import { row, type Row, type Scenario } from '../lib/types.js';
 
 /**
- * Overhead of the traced cache's read recorder (cmp-trace: seccomp filter + ptrace) on three workloads,
+ * Overhead of the traced cache's read recorder (cmp-trace: seccomp user notifications) on three workloads,
  * plain vs recorded (recording includes parsing the trace), runs interleaved:
  *   helm-like:      one statically linked Go process reading many files (`buf build` over 400 protos)
  *   kustomize-like: a shell pipeline per app dir: ls, cat, find, probes of absent files (40 dirs)
@@ -55,14 +55,14 @@ function workloads(root: string): Workload[] {
   return list;
 }
 
-const recorder = (oneCpu: boolean) => ({ tracer: '', oneCpu, maxPaths: 100_000, maxTraceBytes: 512 * 1024 ** 2 });
+const recorder = (cpus: 'one' | 'all') => ({ tracer: '', cpus, maxPaths: 100_000, maxTraceBytes: 512 * 1024 ** 2 });
 
-/** One run: plain, or recorded with the tracer on one CPU (the default) or on all. */
+/** One run: plain, or recorded with CMP_OFFLOAD_TRACE_CPUS=one (the default) or all. */
 type Mode = 'plain' | 'one' | 'all';
 
 async function once(root: string, w: Workload, mode: Mode): Promise<number> {
   const start = process.hrtime.bigint();
-  const rec = mode === 'plain' ? undefined : await ReadRecorder.start(recorder(mode === 'one'), root, process.env);
+  const rec = mode === 'plain' ? undefined : await ReadRecorder.start(recorder(mode), root, process.env);
   await runCommand({
     argv: w.argv,
     cwd: w.cwd,
@@ -80,7 +80,7 @@ async function once(root: string, w: Workload, mode: Mode): Promise<number> {
 
 export const traceOverhead: Scenario = {
   name: 'trace-overhead',
-  title: 'traced cache recorder (cmp-trace, records parsed; tracer and command on one CPU, or on all) vs the same command run plainly, interleaved',
+  title: 'traced cache recorder (cmp-trace, records parsed; CMP_OFFLOAD_TRACE_CPUS=one and all) vs the same command run plainly, interleaved',
   async run(opts) {
     if (!(await tracerWorks(BUILT_TRACER, process.env))) {
       opts.log('  cmp-trace is not usable here: scenario skipped');

@@ -138,7 +138,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
       revision: oneOf(env, 'CMP_OFFLOAD_CACHE_REVISION', ['auto', 'always'], 'auto'),
       trace: {
         tracer: env.CMP_OFFLOAD_TRACER ?? '',
-        oneCpu: oneOf(env, 'CMP_OFFLOAD_TRACE_CPUS', ['one', 'all'], 'one') === 'one',
+        cpus: oneOf(env, 'CMP_OFFLOAD_TRACE_CPUS', ['one', 'all'], 'one'),
         maxPaths: integer(env, 'CMP_OFFLOAD_TRACE_MAX_PATHS', 100_000, 1),
         maxTraceBytes: bytes(env, 'CMP_OFFLOAD_TRACE_MAX_BYTES', 512 * MiB),
       },

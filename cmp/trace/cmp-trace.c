@@ -2,26 +2,26 @@
  * cmp-trace: records which paths a command and all its descendants hand to file syscalls, and
  * which directories they list, for the traced cache (cmp/trace/read-recorder.ts).
  *
- *   cmp-trace [--one-cpu] OUT MAX_PATHS FILE ARGV0 [ARG...]
+ *   cmp-trace --cpus=one|all OUT MAX_PATHS FILE ARGV0 [ARG...]
  *
- * Runs FILE with argv ARGV0 ARG... and the caller's env and cwd, and exits as it did (same code,
- * or the same signal). OUT receives one line per distinct record, path bytes in hex:
+ * Runs FILE with argv ARGV0 ARG... and the caller's env and cwd, and exits as it did (same
+ * code, or the same signal). OUT receives one line per distinct record, path bytes in hex:
  *   T <hex>   a path given to a file syscall (opened, stat'ed, probed, executed, created, removed)
  *   L <hex>   a directory whose entries were read
  *   M <hex>   the source of a rename
  *   X <text>  the record cannot be trusted (first reason only)
- *   E         written last, when every tracee is gone
+ *   E         written last, when the command has exited
  * Relative paths are joined with the caller's cwd or dirfd as the kernel saw them at the call
  * (from /proc), so the reader only normalizes.
  *
- * Why not strace: strace stops each traced syscall twice (entry and exit), resolves and formats
- * every descriptor, and keeps new threads on PTRACE_SYSCALL (a stop on every syscall) until their
- * first traced call. Here a seccomp filter stops only the file syscalls, once, at entry, and
- * every thread and child inherits it.
- *
- * --one-cpu runs the tracer and the command on one CPU, the one the tracer started on (as rr
- * binds its tracees): each stop is then a local context switch instead of two cross-CPU wakeups,
- * several times cheaper on virtual machines, at the cost of the command's own parallelism.
+ * How: a seccomp filter, inherited by every thread and child, sends only the file syscalls to
+ * this process as user notifications (SECCOMP_RET_USER_NOTIF); it reads their path arguments
+ * and lets them continue. No ptrace: nothing else stops, and signals and exits are the
+ * command's own. Each notification is a round trip between two tasks; on a VM, waking a task
+ * on another, idle CPU costs several times the call. --cpus=one binds the tracer and the
+ * command to one CPU (as rr does), so that every wake-up is local, at the price of the
+ * command's own parallelism. The listener's synchronous wake-up mode (Linux 6.7) is asked for
+ * either way; alone it helps single-threaded commands but not pipelines.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -37,9 +37,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -54,7 +57,7 @@
 #endif
 
 /* Syscalls newer than the build's headers: since Linux 5.1 every architecture numbers new
- * syscalls alike. Numbers past the newest one we know are stopped and give the record up. */
+ * syscalls alike. Numbers past the newest one we know are notified and give the record up. */
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2 452
 #endif
@@ -72,6 +75,12 @@
 #define SYS_file_setattr 469
 #endif
 #define FIRST_UNKNOWN_NR 470
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP 1
+#endif
 
 /* How a syscall's arguments name paths. */
 enum kind { PATHS, LIST, UNTRACKABLE };
@@ -182,10 +191,11 @@ static void record(char kind, const char *path, size_t n) {
   fputc('\n', out);
 }
 
-/* ---- reading the tracee ---- */
+/* ---- reading the caller ---- */
 
 /* The NUL-terminated string at `addr` in `pid`, read page by page; -1 if unreadable or too long
- * (the kernel then fails the call with EFAULT or ENAMETOOLONG: nothing was accessed). */
+ * (errno EFAULT or ENAMETOOLONG: the kernel then fails the call alike, nothing was accessed;
+ * ESRCH: the caller is gone). */
 static long read_string(pid_t pid, unsigned long addr, char *buf, size_t cap) {
   size_t got = 0, chunk = 256; /* most paths are short: copy little first */
   while (got < cap) {
@@ -195,100 +205,73 @@ static long read_string(pid_t pid, unsigned long addr, char *buf, size_t cap) {
     chunk = 4096;
     struct iovec local = {buf + got, want}, remote = {(void *)(addr + got), want};
     ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n <= 0) return -1;
+    if (n < 0) return -1;
+    if (n == 0) {
+      errno = EFAULT;
+      return -1;
+    }
     char *nul = memchr(buf + got, 0, (size_t)n);
     if (nul) return nul - buf;
     got += (size_t)n;
   }
+  errno = ENAMETOOLONG;
   return -1;
 }
 
-/* Working directories read from /proc, by tracee, until any tracee changes one: most relative
- * paths are the cwd's, and a readlink per call would cost as much as the stop itself. */
-static struct cwd_entry { pid_t pid; long len; char *path; } *cwds;
-static size_t ncwds, cwds_cap;
-static int cwd_changes;
-
-static long cwd_path(pid_t pid, char *buf, size_t cap);
-
-/* The path of `pid`'s cwd (dirfd AT_FDCWD) or of its descriptor `fd`; -1 if it has none. */
+/* The path of `pid`'s cwd (dirfd AT_FDCWD) or of its descriptor `fd`; -1 with errno ENOENT (no
+ * such descriptor, or the task is gone), ENOTDIR (not a path: a pipe, a socket) or another. */
 static long fd_path(pid_t pid, int fd, char *buf, size_t cap) {
-  if (fd == AT_FDCWD && !cwd_changes) return cwd_path(pid, buf, cap);
   char link[64];
   if (fd == AT_FDCWD) snprintf(link, sizeof link, "/proc/%d/cwd", pid);
   else snprintf(link, sizeof link, "/proc/%d/fd/%d", pid, fd);
   ssize_t n = readlink(link, buf, cap - 1);
-  if (n <= 0 || buf[0] != '/') return -1;
-  buf[n] = 0;
-  return n;
-}
-
-static long cwd_path(pid_t pid, char *buf, size_t cap) {
-  for (size_t i = 0; i < ncwds; i++)
-    if (cwds[i].pid == pid) {
-      memcpy(buf, cwds[i].path, (size_t)cwds[i].len + 1);
-      return cwds[i].len;
-    }
-  char link[64];
-  snprintf(link, sizeof link, "/proc/%d/cwd", pid);
-  ssize_t n = readlink(link, buf, cap - 1);
-  if (n <= 0 || buf[0] != '/') return -1;
-  buf[n] = 0;
-  if (ncwds == cwds_cap) {
-    cwds_cap = cwds_cap ? cwds_cap * 2 : 64;
-    if (!(cwds = realloc(cwds, cwds_cap * sizeof *cwds))) abort();
+  if (n <= 0) return -1;
+  if (buf[0] != '/') {
+    errno = ENOTDIR;
+    return -1;
   }
-  if (!(cwds[ncwds].path = strdup(buf))) abort();
-  cwds[ncwds].pid = pid;
-  cwds[ncwds++].len = n;
+  buf[n] = 0;
   return n;
 }
 
-static void forget_cwd(pid_t pid) {
-  for (size_t i = 0; i < ncwds; i++)
-    if (cwds[i].pid == pid) {
-      free(cwds[i].path);
-      cwds[i] = cwds[--ncwds];
-      return;
-    }
-}
-
-static void on_syscall(pid_t pid) {
-  struct __ptrace_syscall_info info;
-  if (ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof info, &info) <= 0) return give_up("syscall info unavailable");
-  if (info.op != PTRACE_SYSCALL_INFO_SECCOMP) return;
-  if (info.arch != NATIVE_ARCH) return give_up("a syscall of another architecture");
+/* One notified syscall of task `pid` (a thread id). Recording more than was accessed is safe;
+ * less never happens silently. */
+static void on_syscall(pid_t pid, const struct seccomp_data *call) {
+  if (call->arch != NATIVE_ARCH) return give_up("a syscall of another architecture");
   const struct spec *s = NULL;
   for (size_t i = 0; i < NSPECS; i++)
-    if (SPECS[i].nr == (long)info.seccomp.nr) s = &SPECS[i];
+    if (SPECS[i].nr == call->nr) s = &SPECS[i];
   if (!s) return give_up("a syscall unknown to cmp-trace");
   if (s->kind == UNTRACKABLE) {
     static char why[64];
     snprintf(why, sizeof why, "the plugin called %s", s->name);
     return give_up(why);
   }
-  if (s->nr == SYS_chdir || s->nr == SYS_fchdir) cwd_changes = 1;
   char dir[PATH_MAX + 1], rel[PATH_MAX + 1], full[2 * PATH_MAX + 2];
   if (s->kind == LIST) {
-    long n = fd_path(pid, (int)info.seccomp.args[s->dirfd[0]], dir, sizeof dir);
+    long n = fd_path(pid, (int)call->args[s->dirfd[0]], dir, sizeof dir);
     if (n > 0) record('L', dir, (size_t)n);
+    else if (errno != ENOENT && errno != ENOTDIR) give_up("a listed directory could not be named");
     return;
   }
   for (int k = 0; k < 2 && s->path[k] >= 0; k++) {
-    unsigned long addr = info.seccomp.args[s->path[k]];
+    unsigned long addr = call->args[s->path[k]];
     if (!addr) continue;
     long n = read_string(pid, addr, rel, sizeof rel);
-    if (n < 0) continue;
+    if (n < 0) {
+      if (errno == EFAULT || errno == ENAMETOOLONG || errno == ESRCH) continue;
+      return give_up("the plugin's memory could not be read");
+    }
     if (n == 0) continue; /* AT_EMPTY_PATH: the descriptor itself, opened earlier */
     const char *p = rel;
     size_t len = (size_t)n;
     if (rel[0] != '/') {
-      int dirfd = s->dirfd[k] < 0 ? AT_FDCWD : (int)info.seccomp.args[s->dirfd[k]];
+      int dirfd = s->dirfd[k] < 0 ? AT_FDCWD : (int)call->args[s->dirfd[k]];
       long d = fd_path(pid, dirfd, dir, sizeof dir);
       if (d < 0) {
-        /* A bad descriptor fails the call; a descriptor that is no directory too (ENOTDIR). */
-        if (dirfd == AT_FDCWD) return give_up("a process without a working directory");
-        continue;
+        /* No such descriptor (or task), or one that is no directory: the call fails alike. */
+        if (dirfd != AT_FDCWD && (errno == ENOENT || errno == ENOTDIR)) continue;
+        return give_up("a relative path whose directory could not be named");
       }
       len = (size_t)snprintf(full, sizeof full, "%s/%s", dir, rel);
       p = full;
@@ -298,146 +281,197 @@ static void on_syscall(pid_t pid) {
   }
 }
 
-/* ---- the filter: stop the syscalls of SPECS, and anything of another architecture ---- */
-static void install_filter(void) {
+/* Answer one notification: record it (when `recording`) and let the syscall run. */
+static void serve(int listener, int recording) {
+  struct seccomp_notif req;
+  struct seccomp_notif_resp resp;
+  memset(&req, 0, sizeof req);
+  if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req)) return;
+  if (recording) on_syscall((pid_t)req.pid, &req.data);
+  memset(&resp, 0, sizeof resp);
+  resp.id = req.id;
+  resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+  /* ENOENT: the call was interrupted or its task died meanwhile. */
+  ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+}
+
+/* ---- the filter: notify the syscalls of SPECS, and anything of another architecture ---- */
+static int install_filter(void) {
   struct sock_filter f[5 + NSPECS + 2];
   size_t n = 0;
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
   f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 1, 0);
-  f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE);
+  f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
   /* also x32 syscalls on x86_64, which share the arch value (nr | 0x40000000) */
   f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, FIRST_UNKNOWN_NR, NSPECS + 1, 0);
   for (size_t i = 0; i < NSPECS; i++)
     f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)SPECS[i].nr, (unsigned char)(NSPECS - i), 0);
   f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-  f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE);
+  f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
   struct sock_fprog prog = {(unsigned short)n, f};
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
-    perror("cmp-trace: seccomp");
-    _exit(127);
-  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) return -1;
+  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
 }
 
-/* Bind this process, and so the command it forks, to one of the CPUs it may use: the one the
- * kernel just started it on, which exec balancing picks among the least busy. */
-static void bind_one_cpu(void) {
+/* Bind this process and `child` to one of the CPUs they may use: the one the kernel started
+ * this process on, which exec balancing picks among the least busy. */
+static void bind_one_cpu(pid_t child) {
   cpu_set_t allowed, one;
   int cpu = sched_getcpu();
   if (cpu < 0 || sched_getaffinity(0, sizeof allowed, &allowed) || !CPU_ISSET(cpu, &allowed)) return;
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
   sched_setaffinity(0, sizeof one, &one);
+  sched_setaffinity(child, sizeof one, &one);
 }
 
-/* ---- tracees seen (to tell a new tracee's first SIGSTOP from a real one) ---- */
-static pid_t *seen;
-static size_t nseen, seen_cap;
-static int seen_take(pid_t pid) {
-  for (size_t i = 0; i < nseen; i++)
-    if (seen[i] == pid) return 1;
-  if (nseen == seen_cap) {
-    seen_cap = seen_cap ? seen_cap * 2 : 64;
-    seen = realloc(seen, seen_cap * sizeof *seen);
-    if (!seen) abort();
-  }
-  seen[nseen++] = pid;
-  return 0;
+/* Pass a descriptor over a unix socket. */
+static int send_fd(int sock, int fd) {
+  char byte = 0, space[CMSG_SPACE(sizeof fd)];
+  struct iovec io = {&byte, 1};
+  struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = space, .msg_controllen = sizeof space};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fd);
+  memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
 }
-static void seen_drop(pid_t pid) {
-  for (size_t i = 0; i < nseen; i++)
-    if (seen[i] == pid) {
-      seen[i] = seen[--nseen];
-      return;
-    }
+
+static int recv_fd(int sock) {
+  char byte, space[CMSG_SPACE(sizeof(int))];
+  struct iovec io = {&byte, 1};
+  struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = space, .msg_controllen = sizeof space};
+  if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1) return -1;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
+  int fd;
+  memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
+/* The command's side: filter, hand the listener over, wait for the go, exec. Failures before
+ * the exec say "cmp-trace: exec:" so that the caller runs the command without us. */
+static void start_command(int sock, char **argv) {
+  int listener = install_filter();
+  if (listener < 0 || send_fd(sock, listener)) {
+    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(errno));
+    _exit(127);
+  }
+  close(listener);
+  char go;
+  if (read(sock, &go, 1) != 1) _exit(127);
+  close(sock);
+  execv(argv[0], argv + 1);
+  fprintf(stderr, "cmp-trace: exec: %s: %s\n", argv[0], strerror(errno));
+  _exit(127);
 }
 
 static const int PASSED_ON[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE};
 
 int main(int argc, char **argv) {
-  if (argc > 1 && strcmp(argv[1], "--one-cpu") == 0) {
-    bind_one_cpu();
-    argv++;
-    argc--;
-  }
-  if (argc < 5) {
-    fprintf(stderr, "usage: cmp-trace [--one-cpu] OUT MAX_PATHS FILE ARGV0 [ARG...]\n");
+  const char *cpus = argc > 1 && strncmp(argv[1], "--cpus=", 7) == 0 ? argv[1] + 7 : NULL;
+  if (!cpus || argc < 6 || (strcmp(cpus, "one") && strcmp(cpus, "all"))) {
+    fprintf(stderr, "usage: cmp-trace --cpus=one|all OUT MAX_PATHS FILE ARGV0 [ARG...]\n");
     return 2;
   }
-  out = fopen(argv[1], "we");
+  out = fopen(argv[2], "we");
   if (!out) {
     perror("cmp-trace: output");
     return 2;
   }
   static char obuf[1 << 16];
   setvbuf(out, obuf, _IOFBF, sizeof obuf);
-  max_paths = atol(argv[2]);
+  max_paths = atol(argv[3]);
 
+  /* Orphaned descendants come to us, to be waited for like the command. */
+  int sp[2];
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp)) {
+    perror("cmp-trace: setup");
+    return 2;
+  }
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
   pid_t root = fork();
   if (root < 0) {
     perror("cmp-trace: fork");
     return 2;
   }
   if (root == 0) {
-    if (ptrace(PTRACE_TRACEME, 0, 0, 0)) _exit(127);
-    raise(SIGSTOP);
-    install_filter();
-    execv(argv[3], argv + 4);
-    /* Never reached for a command the caller checked runnable. */
-    fprintf(stderr, "cmp-trace: exec: %s: %s\n", argv[3], strerror(errno));
-    _exit(127);
+    sigprocmask(SIG_UNBLOCK, &chld, NULL);
+    /* If the tracer dies, its notifications would fail with ENOSYS: end the command too. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close(sp[0]);
+    start_command(sp[1], argv + 4);
   }
-  /* The group's SIGTERM/SIGINT reach the tracees too; the tracer outlives them to finish the
+  close(sp[1]);
+  /* The group's SIGTERM/SIGINT reach the command too; the tracer outlives it to finish the
    * record, and exits as the command did. */
   for (size_t i = 0; i < sizeof PASSED_ON / sizeof PASSED_ON[0]; i++) signal(PASSED_ON[i], SIG_IGN);
 
-  int st;
-  if (waitpid(root, &st, 0) != root || !WIFSTOPPED(st)) return 2;
-  seen_take(root);
-  long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC;
-  if (ptrace(PTRACE_SETOPTIONS, root, 0, opts) || ptrace(PTRACE_CONT, root, 0, 0)) {
-    perror("cmp-trace: ptrace");
+  int listener = recv_fd(sp[0]);
+  if (listener >= 0) ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (__u64)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+  if (!strcmp(cpus, "one")) bind_one_cpu(root);
+  if (listener >= 0 && write(sp[0], "g", 1) != 1) give_up("the command did not start");
+  close(sp[0]);
+  if (listener < 0) give_up("no seccomp listener");
+  int chldfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (chldfd < 0) {
+    perror("cmp-trace: signalfd");
     kill(root, SIGKILL);
     return 2;
   }
 
-  int root_status = 0;
-  for (;;) {
-    pid_t pid = waitpid(-1, &st, __WALL);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      break; /* ECHILD: every tracee is gone */
+  /* Until the command exits. As a subreaper we inherit its orphaned descendants, so once it
+   * is gone, "no child left" means no descendant left. */
+  int root_status = 0, root_done = 0, others = 0;
+  while (!root_done) {
+    struct pollfd fds[2] = {{chldfd, POLLIN, 0}, {listener, POLLIN, 0}};
+    if (poll(fds, listener >= 0 ? 2 : 1, -1) < 0) continue;
+    if (fds[0].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (read(chldfd, &si, sizeof si) == sizeof si) {}
+      int st;
+      pid_t pid;
+      while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+        if (pid == root) {
+          root_status = st;
+          root_done = 1;
+        }
+      others = pid == 0; /* live children remain */
     }
-    if (WIFEXITED(st) || WIFSIGNALED(st)) {
-      if (pid == root) root_status = st;
-      seen_drop(pid);
-      forget_cwd(pid);
-      continue;
+    if (listener >= 0 && (fds[1].revents & POLLIN)) serve(listener, 1);
+    else if (listener >= 0 && (fds[1].revents & (POLLHUP | POLLERR))) {
+      close(listener);
+      listener = -1;
     }
-    if (!WIFSTOPPED(st)) continue;
-    int sig = WSTOPSIG(st), event = st >> 16, inject = 0;
-    if (sig == SIGTRAP && event == PTRACE_EVENT_SECCOMP) on_syscall(pid);
-    else if (sig == SIGTRAP && event == PTRACE_EVENT_EXEC) {
-      /* A thread that execs takes its leader's pid; its own tid is gone without an exit report. */
-      unsigned long former;
-      if (ptrace(PTRACE_GETEVENTMSG, pid, 0, &former) == 0 && (pid_t)former != pid) {
-        seen_drop((pid_t)former);
-        forget_cwd((pid_t)former);
+  }
+  /* Descendants that outlive the command (daemons, background jobs) keep running as they would
+   * without us, served by a helper outside the command's process group until they are gone;
+   * what they read after the command's exit is not attributed, so the record is given up. */
+  if (others && listener >= 0) {
+    give_up("processes outlived the command");
+    fflush(out);
+    if (fork() == 0) {
+      setsid();
+      int null = open("/dev/null", O_RDWR);
+      for (int fd = 0; fd < 3; fd++) dup2(null, fd);
+      fclose(out);
+      for (;;) {
+        struct pollfd pf = {listener, POLLIN, 0};
+        if (poll(&pf, 1, -1) < 0 && errno != EINTR) break;
+        if (pf.revents & POLLIN) serve(listener, 0);
+        else if (pf.revents & (POLLHUP | POLLERR | POLLNVAL)) break;
       }
-    } else if (sig == SIGTRAP && event != 0) {
-      /* clone/fork/vfork events: the new tracee reports its own first stop */
-    } else if (sig == SIGSTOP && !seen_take(pid)) {
-      /* a new tracee's initial stop */
-    } else {
-      siginfo_t si;
-      /* A group-stop (no siginfo) is resumed; a signal is delivered. */
-      if (ptrace(PTRACE_GETSIGINFO, pid, 0, &si) == 0) inject = sig;
+      _exit(0);
     }
-    ptrace(PTRACE_CONT, pid, 0, inject);
   }
 
   /* Without the end mark (a failed write) the reader gives the record up; the exit stays the command's. */
-  if (!ferror(out)) fputs("E\n", out);
+  if (!ferror(out) && !reason) fputs("E\n", out);
   fclose(out);
   if (WIFSIGNALED(root_status)) {
     int sig = WTERMSIG(root_status);

@@ -11,8 +11,8 @@ import { TraceRecords, type RawReads } from './trace-records.js';
 export interface TraceOptions {
   /** CMP_OFFLOAD_TRACER: the cmp-trace binary; empty for the one built with the project. */
   tracer: string;
-  /** CMP_OFFLOAD_TRACE_CPUS=one: a traced command and its tracer share one CPU (cheaper stops, no parallelism). */
-  oneCpu: boolean;
+  /** CMP_OFFLOAD_TRACE_CPUS: whether a traced command and its tracer share one CPU (see cmp-trace.c). */
+  cpus: 'one' | 'all';
   /** CMP_OFFLOAD_TRACE_MAX_PATHS: distinct paths one run may touch before its record is given up. */
   maxPaths: number;
   /** CMP_OFFLOAD_TRACE_MAX_BYTES: trace output one command may write before its record is given up. */
@@ -41,16 +41,16 @@ export interface TracedSpawn {
 const probes = new Map<string, Promise<boolean>>();
 
 /**
- * Whether the tracer works here (built, ptrace and seccomp permitted). Asked once per binary
- * and process: a tracer that cannot attach would otherwise turn every plugin run into its own
- * error.
+ * Whether the tracer works here (built, seccomp user notifications permitted). Asked once
+ * per binary and process: a tracer that cannot work would otherwise turn every plugin run
+ * into its own error.
  */
 export function tracerWorks(tracer: string, env: NodeJS.ProcessEnv): Promise<boolean> {
   let p = probes.get(tracer);
   if (!p) {
     p = new Promise(resolve => {
       // Node itself as the traced command: the one binary every image has.
-      execFile(tracer, ['/dev/null', '100', process.execPath, 'node', '-e', ''], { env, timeout: 10_000 }, err => resolve(!err));
+      execFile(tracer, ['--cpus=all', '/dev/null', '100', process.execPath, 'node', '-e', ''], { env, timeout: 10_000 }, err => resolve(!err));
     });
     probes.set(tracer, p);
   }
@@ -103,8 +103,7 @@ export class ReadRecorder {
     const traceFile = path.join(path.dirname(this.workDir), `${path.basename(this.workDir)}.${randomUUID()}.trace`);
     this.traces.push(traceFile);
     this.watch(traceFile);
-    const cpu = this.opts.oneCpu ? ['--one-cpu'] : [];
-    return { file: this.tracer, args: [...cpu, traceFile, String(this.opts.maxPaths), full, ...argv], argv0: this.tracer };
+    return { file: this.tracer, args: [`--cpus=${this.opts.cpus}`, traceFile, String(this.opts.maxPaths), full, ...argv], argv0: this.tracer };
   }
 
   /** Mark the record incomplete (e.g. a command could not be checked before wrapping). */
