@@ -385,7 +385,7 @@ int main(int argc, char **argv) {
   setvbuf(out, obuf, _IOFBF, sizeof obuf);
   max_paths = atol(argv[3]);
 
-  /* Orphaned descendants come to us, to be waited for like the command. */
+  /* Orphaned descendants come to us, so that we know whether any outlive the command. */
   int sp[2];
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp)) {
     perror("cmp-trace: setup");
