@@ -76,10 +76,15 @@ test('children that outlive the command run on as without the tracer; the record
   await inWorkDir({ 'late.txt': 'late\n', 'a': 'a' }, async dir => {
     const late = await run(dir, '', '(sleep 0.3; cat late.txt) & exit 0');
     assert.equal(late.result, 'late', 'the output waits for a child holding stdout, as a plain run does');
-    assert.deepEqual(late.reads, { complete: false, reason: 'processes outlived the command' });
-    // A daemon (own session, no pipes) neither holds the run up nor loses its file syscalls.
+    // Usually the child is still alive when the tracer sees the shell exit: the record is given
+    // up. On a loaded machine it may have finished by then, and all it read is in the record.
+    if (late.reads.complete) assert.ok(late.reads.touched.includes('late.txt'), JSON.stringify(late.reads));
+    else assert.deepEqual(late.reads, { complete: false, reason: 'processes outlived the command' });
+    // A daemon (own session, no pipes) neither holds the run up nor loses its file syscalls. The
+    // command waits until it has left the process group, which is SIGTERMed when the command ends
+    // (as Argo does; a daemon still starting would die with it, traced or not).
     const start = Date.now();
-    const daemon = await run(dir, '', 'setsid sh -c "sleep 3; cat a > b" </dev/null >/dev/null 2>&1 & echo ok');
+    const daemon = await run(dir, '', 'setsid sh -c "touch up; sleep 3; cat a > b" </dev/null >/dev/null 2>&1 & until [ -f up ]; do sleep 0.05; done; echo ok');
     assert.equal(daemon.result, 'ok');
     assert.ok(Date.now() - start < 2000, `the run waited ${Date.now() - start} ms for the daemon`);
     assert.equal(daemon.reads.complete, false);
