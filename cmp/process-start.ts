@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { compileOptions, DEFAULT_CONFIG_DIR } from './config/options.js';
 import { readPluginConfig } from './config/plugin-config.js';
+import { pluginBaseEnv } from './exec/env.js';
 import { createLogger, type Logger } from './log.js';
 import type { Engine } from './plugin/execute.js';
 
@@ -35,5 +36,5 @@ export async function startProcess(
   const options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, ''), role });
   check(options);
   const config = await readPluginConfig(options.configDirPath);
-  return { log, engine: { config, options, baseEnv: process.env } };
+  return { log, engine: { config, options, baseEnv: pluginBaseEnv(process.env) } };
 }

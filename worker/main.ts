@@ -10,7 +10,8 @@ import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
-import { createProcessor, type AbortReason } from './processor.js';
+import { executeRequest } from '../cmp/plugin/execute.js';
+import { createProcessor, type AbortReason, type Execute } from './processor.js';
 
 /**
  * `cmp-offload worker`: the composition root of a worker process. Reads the same plugin.yaml as
@@ -44,7 +45,8 @@ export async function runWorker(argv: string[]): Promise<number> {
   const onRedisError = (err: Error) => log.debug({ err: err.message }, 'redis connection error');
 
   const redis = connectRedis(ro, 'command', onRedisError);
-  const processor = createProcessor({ engine, redis, keys, queue, specDigest: pluginSpecDigest(engine.config), signingKey, log });
+  const execute: Execute = (req, tgzPath, ctx, sink) => executeRequest(engine, req, tgzPath, ctx, sink);
+  const processor = createProcessor({ engine, execute, redis, keys, queue, specDigest: pluginSpecDigest(engine.config), signingKey, log });
   const workerConnection = connectRedis(ro, 'blocking', onRedisError);
   const worker = new Worker(queue, processor, {
     connection: workerConnection,

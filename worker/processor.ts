@@ -7,7 +7,8 @@ import type { Redis } from 'ioredis';
 import type { Ctx } from '../cmp/context.js';
 import { canceled, CmpError, codeOf, deadlineExceeded, messageOf, ourError } from '../cmp/errors.js';
 import type { Logger } from '../cmp/log.js';
-import { executeRequest, type Engine, type ReadSink } from '../cmp/plugin/execute.js';
+import type { Engine, ReadSink } from '../cmp/plugin/execute.js';
+import type { PluginRequest, PluginResult } from '../cmp/plugin/request.js';
 import { writeReads } from '../cmp/queue/traced-store.js';
 import { metrics, resultBytes } from '../cmp/observe/metrics.js';
 import { currentTrace, RequestTrace, withTrace } from '../cmp/observe/request-trace.js';
@@ -20,8 +21,15 @@ import { countWaiters } from '../cmp/queue/waiters.js';
 /** Reasons given to `worker.cancelJob`: a caller's context error, or this worker going away. */
 export type AbortReason = 'deadline' | 'canceled' | 'shutdown';
 
+/**
+ * Runs a verified request on a fetched tarball: the runner client (plugin code in its own
+ * container, worker/runner) or, where configured, the in-process executor.
+ */
+export type Execute = (req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink) => Promise<PluginResult>;
+
 export interface ProcessorDeps {
   engine: Engine;
+  execute: Execute;
   /** Command connection for blobs, results and waiter counts. */
   redis: Redis;
   keys: KeySpace;
@@ -130,7 +138,7 @@ export function createProcessor(deps: ProcessorDeps) {
       // Traced cache: record what the run reads; the proxy turns it into a traced entry.
       const sink: ReadSink | undefined = engine.options.cache.traced && data.kind === 'generate' && data.cacheKey !== null ? {} : undefined;
       try {
-        result = await executeRequest(engine, requestOf(data), tgzPath, ctx, sink);
+        result = await deps.execute(requestOf(data), tgzPath, ctx, sink);
       } catch (err) {
         if (shutdown) throw new Error('cmp-offload: worker shutting down');
         throw fail(jobId, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });

@@ -6,6 +6,7 @@ import { readPluginConfig } from '../config/plugin-config.js';
 import { contextWithDeadline } from '../context.js';
 import { codeOf, messageOf } from '../errors.js';
 import { executeRequest, type Engine } from '../plugin/execute.js';
+import { pluginBaseEnv } from '../exec/env.js';
 import type { PluginResult, RpcKind } from '../plugin/request.js';
 import { packDirectory } from '../tar/pack.js';
 import type { EnvEntry } from '../../proto/generated/cmpserver/plugin/plugin.js';
@@ -159,7 +160,7 @@ async function callLocal(
   env: Record<string, string | undefined>,
 ): Promise<RpcOutcome<PluginResult>> {
   const options = compileOptions(env, { configDirPath });
-  const engine: Engine = { config: await readPluginConfig(configDirPath), options, baseEnv: process.env };
+  const engine: Engine = { config: await readPluginConfig(configDirPath), options, baseEnv: pluginBaseEnv(process.env) };
   const ctx = contextWithDeadline(deadline);
   try {
     const req = { kind: REQUEST_KIND[kind], appRelPath: payload.appRelPath, env: payload.env };

@@ -243,8 +243,10 @@ function signingKey(env: Env): Buffer | undefined {
   } else if (file) {
     name = 'CMP_OFFLOAD_SIGNING_KEY_FILE';
     try {
-      // Secrets mounted from files usually end with a newline that is not part of the key.
-      key = Buffer.from(fs.readFileSync(file, 'utf8').replace(/\r?\n$/, ''), 'utf8');
+      // Read as bytes: a binary key stays exact. Secrets mounted from files usually end with a
+      // newline that is not part of the key.
+      key = fs.readFileSync(file);
+      if (key.at(-1) === 0x0a) key = key.subarray(0, key.at(-2) === 0x0d ? -2 : -1);
     } catch (err) {
       throw new OptionsError(`cannot read ${name} ${JSON.stringify(file)}: ${(err as Error).message}`);
     }

@@ -6,6 +6,20 @@ export interface EnvEntry {
   value: string;
 }
 
+/**
+ * The service's own settings and credentials (CMP_OFFLOAD_*: the Redis URL with its password, the
+ * signing key or its file; REDIS*: whatever a Redis client would pick up): a plugin command runs
+ * code from a repository and gets none of them, in every mode (architecture §6).
+ */
+const SERVICE_ENV = /^(CMP_OFFLOAD_|REDIS)/i;
+
+/** The process env a plugin command inherits: ours minus the service's own variables. */
+export function pluginBaseEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(env)) if (!SERVICE_ENV.test(k)) out[k] = v;
+  return out;
+}
+
 /** Go's exec error for an env entry with a NUL byte (checked at start, after lookup and ctx). */
 export const ENV_NUL_TEXT = 'exec: environment variable contains NUL';
 
