@@ -68,7 +68,7 @@ export async function runWorker(argv: string[]): Promise<number> {
 
   const subscriber = connectRedis(ro, 'blocking', onRedisError);
   subscriber.on('message', (_channel: string, raw: string) => {
-    const msg = parseCancel(raw);
+    const msg = parseCancel(signingKey, raw);
     if (msg?.queue === queue && worker.cancelJob(msg.jobId, msg.reason satisfies AbortReason)) {
       log.info({ jobId: msg.jobId, reason: msg.reason }, 'job cancelled by its callers');
     }

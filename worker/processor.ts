@@ -13,7 +13,9 @@ import { writeReads } from '../cmp/queue/traced-store.js';
 import { metrics, resultBytes } from '../cmp/observe/metrics.js';
 import { currentTrace, RequestTrace, withTrace } from '../cmp/observe/request-trace.js';
 import { fetchBlob } from '../cmp/queue/blob-store.js';
-import { encodeFailure, InvalidJobError, requestOf, verifyJob, type JobData, type JobFailure, type JobReturn } from '../cmp/queue/job-contract.js';
+import {
+  answerBinding, encodeFailure, InvalidJobError, REJECTED, requestDigest, requestOf, verifyJob, type JobFailure, type JobRequest, type JobReturn,
+} from '../cmp/queue/job-contract.js';
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
 import { readResult, writeResult } from '../cmp/queue/result-store.js';
 import { countWaiters } from '../cmp/queue/waiters.js';
@@ -54,8 +56,8 @@ export function createProcessor(deps: ProcessorDeps) {
   const ttlMs = engine.options.cache.ttlMs;
   const resultTtlMs = engine.options.redis!.resultTtlMs;
 
-  const fail = (jobId: string, f: JobFailure): UnrecoverableError =>
-    new UnrecoverableError(encodeFailure(signingKey, jobId, f));
+  const fail = (jobId: string, binding: string, f: JobFailure): UnrecoverableError =>
+    new UnrecoverableError(encodeFailure(signingKey, jobId, binding, f));
   const failureOf = (err: CmpError): JobFailure => ({ code: err.code, message: err.message, canceled: false });
 
   // Three declared parameters: BullMQ passes the AbortSignal only to processors that take it.
@@ -80,16 +82,17 @@ export function createProcessor(deps: ProcessorDeps) {
 
   async function processJob(job: Job, _token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn & { cached?: boolean }> {
     const jobId = job.id!;
-    let data: JobData;
+    let data: JobRequest;
     try {
-      data = verifyJob(signingKey, job.data);
+      data = verifyJob(signingKey, job.data, jobId);
     } catch (err) {
       if (!(err instanceof InvalidJobError)) throw err;
       log.warn({ jobId, reason: err.message }, 'rejected a job that does not verify; nothing was run');
-      throw fail(jobId, failureOf(ourError('jobRejected', err.message)));
+      throw fail(jobId, REJECTED, failureOf(ourError('jobRejected', err.message)));
     }
+    const binding = answerBinding(data);
     if (data.plugin !== deps.queue) {
-      throw fail(jobId, failureOf(ourError('wrongQueue', data.plugin, deps.queue)));
+      throw fail(jobId, binding, failureOf(ourError('wrongQueue', data.plugin, deps.queue)));
     }
     const trace = currentTrace();
     if (trace) {
@@ -99,7 +102,7 @@ export function createProcessor(deps: ProcessorDeps) {
     }
     if (data.specDigest !== deps.specDigest) {
       log.warn({ jobId, proxy: data.specDigest, worker: deps.specDigest }, 'plugin spec mismatch, job refused');
-      throw fail(jobId, failureOf(ourError('versionSkew', data.plugin, data.specDigest, deps.specDigest)));
+      throw fail(jobId, binding, failureOf(ourError('versionSkew', data.plugin, data.specDigest, deps.specDigest)));
     }
 
     const ac = new AbortController();
@@ -118,19 +121,22 @@ export function createProcessor(deps: ProcessorDeps) {
       if (shutdown) throw new Error('cmp-offload: worker shutting down');
       log.info({ jobId }, 'nobody waits for this job any more; not running it');
       if (trace) trace.skipped = true;
-      throw fail(jobId, { code: Status.CANCELLED, message: 'context canceled', canceled: true });
+      throw fail(jobId, binding, { code: Status.CANCELLED, message: 'context canceled', canceled: true });
     }
 
-    const key = data.cacheKey !== null ? keys.cacheEntry(data.plugin, appNameOf(data.env), data.cacheKey) : keys.result(deps.queue, jobId);
+    // Where the answer goes and what it is bound to: the cache entry of the cache key, or the
+    // result key the proxy chose, signed with the digest of the request this job describes.
+    const key = data.cacheKey !== null ? keys.cacheEntry(data.plugin, appNameOf(data.env), data.cacheKey) : keys.result(deps.queue, data.resultId);
+    const resultBinding = data.cacheKey ?? requestDigest(data);
     // A caller that missed the cache just before an identical job finished enqueues anew: answer it from the cache.
-    if (data.cacheKey !== null && 'found' in (await readResult(deps.redis, signingKey, key))) return { key, cached: true };
+    if (data.cacheKey !== null && 'found' in (await readResult(deps.redis, signingKey, key, resultBinding))) return { key, cached: true };
 
     const tgzPath = path.join(engine.options.workRoot, `${randomUUID()}.tgz`);
     try {
       try {
         await fetchBlob(deps.redis, keys, data.blob, data.size, tgzPath);
       } catch (err) {
-        if (err instanceof CmpError) throw fail(jobId, failureOf(err));
+        if (err instanceof CmpError) throw fail(jobId, binding, failureOf(err));
         throw new Error(`cmp-offload: fetching the tarball failed: ${messageOf(err)}`);
       }
       const ctx: Ctx = { signal: ac.signal, deadline: undefined };
@@ -141,13 +147,13 @@ export function createProcessor(deps: ProcessorDeps) {
         result = await deps.execute(requestOf(data), tgzPath, ctx, sink);
       } catch (err) {
         if (shutdown) throw new Error('cmp-offload: worker shutting down');
-        throw fail(jobId, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });
+        throw fail(jobId, binding, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });
       }
       if (sink) {
         const readsKey = keys.tracedReads(data.plugin, appNameOf(data.env), data.cacheKey!);
         await writeReads(deps.redis, signingKey, readsKey, sink.reads ?? { complete: false, reason: 'not recorded' }, resultTtlMs);
       }
-      await writeResult(deps.redis, signingKey, key, result, data.cacheKey !== null ? ttlMs : resultTtlMs);
+      await writeResult(deps.redis, signingKey, key, resultBinding, result, data.cacheKey !== null ? ttlMs : resultTtlMs);
       if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(resultBytes(result));
       return { key };
     } finally {

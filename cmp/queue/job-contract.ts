@@ -1,3 +1,4 @@
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { status as Status } from '@grpc/grpc-js';
 import type { EnvEntry, PluginRequest, RpcKind } from '../plugin/request.js';
 import { sign, verify } from './signing.js';
@@ -6,29 +7,59 @@ import { sign, verify } from './signing.js';
  * What a proxy puts in a BullMQ job: references and metadata only (architecture §5). The
  * tarball travels as a content-addressed blob, the result comes back through a Redis key, so
  * job records and the events stream stay small. The HMAC covers every field: a worker runs
- * nothing it cannot verify.
+ * nothing it cannot verify. Redis is a trust boundary (architecture §6), so the job is also
+ * bound to its own id (a signed job copied into another job is refused), expires with its
+ * caller (a captured job cannot be replayed later), and carries the request env sealed
+ * (AES-256-GCM): `ARGOCD_ENV_*` values may be tokens, and the queue dashboard shows job data.
  */
 export interface JobData {
-  v: 1;
+  v: 2;
   kind: RpcKind;
   /** Queue = plugin name; a job moved to another plugin's queue does not verify there. */
   plugin: string;
   /** pluginSpecDigest of the proxy's plugin.yaml: workers refuse a different one (version skew). */
   specDigest: string;
   appRelPath: string;
-  env: EnvEntry[];
+  /** The request env's names, in order: what logs and the dashboard may show. */
+  envNames: string[];
+  /** base64 of nonce ‖ AES-256-GCM(JSON of the env entries) ‖ tag; see `sealEnv`. */
+  envSealed: string;
   /** sha256 of the gzip tarball: names the blob and verifies its bytes. */
   blob: string;
   size: number;
   /** Output cache key, or null when the result must not be cached (then it goes to a result key). */
   cacheKey: string | null;
+  /**
+   * Random, chosen by the proxy: the BullMQ job id the job must have, and the name of the
+   * result key of an uncached job. A worker refuses data found under any other job id.
+   */
+  resultId: string;
   /** Names the waiter counter: nobody waiting ⇒ the job is not run. */
   waitId: string;
   /** The first caller's deadline (ms since epoch), for logs; cancellation is explicit. */
   deadline: number | null;
   enqueuedAt: number;
+  /** Workers refuse the job after this (ms since epoch): the caller's deadline, or a bounded age. */
+  expiresAt: number;
   /** hex HMAC-SHA256 over all of the above. */
   sig: string;
+}
+
+/** A job as the proxy describes it, and as a worker has it once verified and unsealed. */
+export interface JobRequest {
+  kind: RpcKind;
+  plugin: string;
+  specDigest: string;
+  appRelPath: string;
+  env: EnvEntry[];
+  blob: string;
+  size: number;
+  cacheKey: string | null;
+  resultId: string;
+  waitId: string;
+  deadline: number | null;
+  enqueuedAt: number;
+  expiresAt: number;
 }
 
 /**
@@ -39,24 +70,70 @@ export interface JobReturn {
   key: string;
 }
 
-const JOB_DOMAIN = 'cmp-offload/job/v1';
-const FAILURE_DOMAIN = 'cmp-offload/failure/v1';
-const FAILURE_PREFIX = 'cmp-offload/failure/v1:';
+const JOB_DOMAIN = 'cmp-offload/job/v2';
+const FAILURE_DOMAIN = 'cmp-offload/failure/v2';
+const FAILURE_PREFIX = 'cmp-offload/failure/v2:';
+const REQUEST_DOMAIN = 'cmp-offload/request/v1';
+const ENV_KEY_INFO = 'cmp-offload/env-seal/v1';
+const NONCE_BYTES = 12;
+const TAG_BYTES = 16;
 
 export class InvalidJobError extends Error {}
+
+/** A fresh result id (also the job id): 256 random bits, hex. */
+export function newResultId(): string {
+  return randomBytes(32).toString('hex');
+}
+
+/** The AEAD key of request env values, derived from the signing key (never the key itself). */
+const envKeys = new WeakMap<Buffer, Buffer>();
+function envKey(signingKey: Buffer): Buffer {
+  let k = envKeys.get(signingKey);
+  if (!k) envKeys.set(signingKey, (k = Buffer.from(hkdfSync('sha256', signingKey, Buffer.alloc(0), ENV_KEY_INFO, 32))));
+  return k;
+}
+
+/** Seal env entries for one job: the result id is the associated data, so a sealed env opens only in its job. */
+export function sealEnv(signingKey: Buffer, resultId: string, env: readonly EnvEntry[]): string {
+  const nonce = randomBytes(NONCE_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', envKey(signingKey), nonce);
+  cipher.setAAD(Buffer.from(resultId, 'utf8'));
+  const body = Buffer.concat([cipher.update(JSON.stringify(env.map(e => [e.name, e.value])), 'utf8'), cipher.final()]);
+  return Buffer.concat([nonce, body, cipher.getAuthTag()]).toString('base64');
+}
+
+/** Open what `sealEnv` sealed; throws InvalidJobError when it does not authenticate. */
+export function openEnv(signingKey: Buffer, resultId: string, sealed: string): EnvEntry[] {
+  const raw = Buffer.from(sealed, 'base64');
+  if (raw.length < NONCE_BYTES + TAG_BYTES) throw new InvalidJobError('job env is not sealed');
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', envKey(signingKey), raw.subarray(0, NONCE_BYTES));
+    decipher.setAAD(Buffer.from(resultId, 'utf8'));
+    decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
+    const text = Buffer.concat([decipher.update(raw.subarray(NONCE_BYTES, raw.length - TAG_BYTES)), decipher.final()]).toString('utf8');
+    const pairs = JSON.parse(text) as unknown;
+    if (!Array.isArray(pairs) || !pairs.every(p => Array.isArray(p) && p.length === 2 && typeof p[0] === 'string' && typeof p[1] === 'string')) {
+      throw new Error('not a list of pairs');
+    }
+    return (pairs as [string, string][]).map(([name, value]) => ({ name, value }));
+  } catch {
+    throw new InvalidJobError('job env does not open');
+  }
+}
 
 function jobParts(d: Omit<JobData, 'sig'>): string[] {
   return [
     JSON.stringify([
-      d.v, d.kind, d.plugin, d.specDigest, d.appRelPath, d.env.map(e => [e.name, e.value]),
-      d.blob, d.size, d.cacheKey, d.waitId, d.deadline, d.enqueuedAt,
+      d.v, d.kind, d.plugin, d.specDigest, d.appRelPath, d.envNames, d.envSealed,
+      d.blob, d.size, d.cacheKey, d.resultId, d.waitId, d.deadline, d.enqueuedAt, d.expiresAt,
     ]),
   ];
 }
 
 /** Build the signed job data for a request. */
-export function signJob(key: Buffer, d: Omit<JobData, 'v' | 'sig'>): JobData {
-  const unsigned = { v: 1 as const, ...d };
+export function signJob(key: Buffer, r: JobRequest): JobData {
+  const { env, ...rest } = r;
+  const unsigned = { v: 2 as const, ...rest, envNames: env.map(e => e.name), envSealed: sealEnv(key, r.resultId, env) };
   return { ...unsigned, sig: sign(key, JOB_DOMAIN, jobParts(unsigned)).toString('hex') };
 }
 
@@ -64,10 +141,11 @@ const HEX64 = /^[0-9a-f]{64}$/;
 const KINDS: readonly RpcKind[] = ['generate', 'match', 'parameters'];
 
 /**
- * Check the shape and the signature of job data read from Redis (hostile until proven
- * otherwise) and return it typed; throws InvalidJobError saying what is wrong.
+ * Check the shape, the signature, the job id and the age of job data read from Redis (hostile
+ * until proven otherwise) and return the request it describes, env unsealed; throws
+ * InvalidJobError saying what is wrong. `jobId` is the BullMQ id the data was found under.
  */
-export function verifyJob(key: Buffer, raw: unknown): JobData {
+export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.now()): JobRequest {
   if (!raw || typeof raw !== 'object') throw new InvalidJobError('job data is not an object');
   const d = raw as Record<string, unknown>;
   const str = (name: string) => {
@@ -80,42 +158,66 @@ export function verifyJob(key: Buffer, raw: unknown): JobData {
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new InvalidJobError(`job field ${name} is not a number`);
     return v;
   };
-  if (d.v !== 1) throw new InvalidJobError('unsupported job version');
+  if (d.v !== 2) throw new InvalidJobError('unsupported job version');
   const sig = typeof d.sig === 'string' && HEX64.test(d.sig) ? d.sig : undefined;
   if (sig === undefined) throw new InvalidJobError('job is not signed');
   const kind = str('kind') as RpcKind;
   if (!KINDS.includes(kind)) throw new InvalidJobError('job field kind is invalid');
-  if (!Array.isArray(d.env) || !d.env.every(e => e && typeof e.name === 'string' && typeof e.value === 'string')) {
-    throw new InvalidJobError('job field env is invalid');
-  }
+  if (!Array.isArray(d.envNames) || !d.envNames.every(n => typeof n === 'string')) throw new InvalidJobError('job field envNames is invalid');
   const blob = str('blob');
   if (!HEX64.test(blob)) throw new InvalidJobError('job field blob is invalid');
   const cacheKey = d.cacheKey === null ? null : str('cacheKey');
   if (cacheKey !== null && !HEX64.test(cacheKey)) throw new InvalidJobError('job field cacheKey is invalid');
+  const resultId = str('resultId');
+  if (!HEX64.test(resultId)) throw new InvalidJobError('job field resultId is invalid');
   const waitId = str('waitId');
   if (!HEX64.test(waitId)) throw new InvalidJobError('job field waitId is invalid');
   const job: JobData = {
-    v: 1,
+    v: 2,
     kind,
     plugin: str('plugin'),
     specDigest: str('specDigest'),
     appRelPath: str('appRelPath'),
-    env: (d.env as EnvEntry[]).map(e => ({ name: e.name, value: e.value })),
+    envNames: d.envNames as string[],
+    envSealed: str('envSealed'),
     blob,
     size: num('size')!,
     cacheKey,
+    resultId,
     waitId,
     deadline: num('deadline', true),
     enqueuedAt: num('enqueuedAt')!,
+    expiresAt: num('expiresAt')!,
     sig,
   };
   if (!verify(key, JOB_DOMAIN, jobParts(job), Buffer.from(sig, 'hex'))) throw new InvalidJobError('job signature does not verify');
-  return job;
+  // Signed data copied into another job (or re-added under a new id) is not this job's.
+  if (jobId !== resultId) throw new InvalidJobError(`job data belongs to job ${resultId.slice(0, 12)}…, not to this one`);
+  if (now > job.expiresAt) throw new InvalidJobError(`job expired ${now - job.expiresAt} ms ago (its callers are gone; replays are refused)`);
+  const { v: _v, envNames: _n, envSealed, sig: _s, ...rest } = job;
+  return { ...rest, env: openEnv(key, resultId, envSealed) };
 }
 
 /** The plugin request a job describes. */
-export function requestOf(job: JobData): PluginRequest {
+export function requestOf(job: JobRequest): PluginRequest {
   return { kind: job.kind, appRelPath: job.appRelPath, env: job.env };
+}
+
+/**
+ * What an uncached result is bound to: sha256 over plugin, spec, RPC, app path, env (in order:
+ * the executor de-duplicates it, so order matters) and tarball. The worker signs the result
+ * with the digest of the job it verified, the proxy checks it against its own request's, so
+ * no stored answer counts for another request. (A cache entry is bound to its cache key,
+ * which digests the same request parts over the tree.)
+ */
+export function requestDigest(r: Pick<JobRequest, 'kind' | 'plugin' | 'specDigest' | 'appRelPath' | 'env' | 'blob' | 'size'>): string {
+  const encoded = JSON.stringify([REQUEST_DOMAIN, r.plugin, r.specDigest, r.kind, r.appRelPath, r.env.map(e => [e.name, e.value]), r.blob, r.size]);
+  return createHash('sha256').update(encoded, 'utf8').digest('hex');
+}
+
+/** What a job's answer (its result or its failure) is bound to: the cache key, else the result id. */
+export function answerBinding(job: Pick<JobRequest, 'cacheKey' | 'resultId'>): string {
+  return job.cacheKey ?? job.resultId;
 }
 
 /** How a job failed, as the caller must see it. `canceled`: stopped because its callers left. */
@@ -126,22 +228,26 @@ export interface JobFailure {
 }
 
 /**
- * Encode a failure as a BullMQ failedReason: signed and bound to the job id, so a proxy
- * relays only texts a worker produced for this very job.
+ * Encode a failure as a BullMQ failedReason: signed and bound to the job id and to what the
+ * job answers for (`answerBinding`), so a proxy relays only texts a worker produced for its
+ * own request.
  */
-export function encodeFailure(key: Buffer, jobId: string, f: JobFailure): string {
+export function encodeFailure(key: Buffer, jobId: string, binding: string, f: JobFailure): string {
   const body = JSON.stringify([f.code, f.message, f.canceled]);
-  return `${FAILURE_PREFIX}${sign(key, FAILURE_DOMAIN, [jobId, body]).toString('hex')}:${body}`;
+  return `${FAILURE_PREFIX}${sign(key, FAILURE_DOMAIN, [jobId, binding, body]).toString('hex')}:${body}`;
 }
 
-/** Decode a failedReason written by `encodeFailure`; undefined for anything else (BullMQ's own, forged). */
-export function decodeFailure(key: Buffer, jobId: string, reason: string): JobFailure | undefined {
+/** The binding of a worker's refusal of job data it cannot trust (it knows no request to bind to). */
+export const REJECTED = 'rejected';
+
+/** Decode a failedReason written by `encodeFailure`; undefined for anything else (BullMQ's own, forged, another request's). */
+export function decodeFailure(key: Buffer, jobId: string, binding: string, reason: string): JobFailure | undefined {
   if (!reason.startsWith(FAILURE_PREFIX)) return undefined;
   const rest = reason.slice(FAILURE_PREFIX.length);
   const sig = rest.slice(0, 64);
   const body = rest.slice(65);
   if (!/^[0-9a-f]{64}$/.test(sig) || rest[64] !== ':') return undefined;
-  if (!verify(key, FAILURE_DOMAIN, [jobId, body], Buffer.from(sig, 'hex'))) return undefined;
+  if (!verify(key, FAILURE_DOMAIN, [jobId, binding, body], Buffer.from(sig, 'hex'))) return undefined;
   try {
     const [code, message, canceled] = JSON.parse(body) as unknown[];
     if (typeof code !== 'number' || typeof message !== 'string' || typeof canceled !== 'boolean') return undefined;

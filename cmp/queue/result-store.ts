@@ -9,25 +9,26 @@ const gunzip = promisify(zlib.gunzip);
 
 const MAGIC = Buffer.from('CMPR1');
 const SIG_BYTES = 32;
-const DOMAIN = 'cmp-offload/result/v1';
+const DOMAIN = 'cmp-offload/result/v2';
 
 /**
- * A stored result (cache entry or one job's result): magic, HMAC over the Redis key name and
- * the payload, gzip of the result's JSON. Binding the key name means an entry copied under
- * another key does not verify. Compression runs off the event loop (libuv pool), so a large
- * output does not stall a worker's lock renewals.
+ * A stored result (cache entry or one job's result): magic, HMAC over the Redis key name, the
+ * request it answers (`binding`: the cache key of a cache entry, the request digest of a job's
+ * result) and the payload, gzip of the result's JSON. An entry copied under another key, or
+ * written for another request, does not verify. Compression runs off the event loop (libuv
+ * pool), so a large output does not stall a worker's lock renewals.
  */
-export async function encodeResult(signingKey: Buffer, redisKey: string, result: PluginResult): Promise<Buffer> {
+export async function encodeResult(signingKey: Buffer, redisKey: string, binding: string, result: PluginResult): Promise<Buffer> {
   const payload = await gzip(Buffer.from(JSON.stringify(result), 'utf8'));
-  return Buffer.concat([MAGIC, sign(signingKey, DOMAIN, [redisKey, payload]), payload]);
+  return Buffer.concat([MAGIC, sign(signingKey, DOMAIN, [redisKey, binding, payload]), payload]);
 }
 
 /** Decode a stored result; undefined when it is malformed or its signature does not verify. */
-export async function decodeResult(signingKey: Buffer, redisKey: string, stored: Buffer): Promise<PluginResult | undefined> {
+export async function decodeResult(signingKey: Buffer, redisKey: string, binding: string, stored: Buffer): Promise<PluginResult | undefined> {
   if (stored.length < MAGIC.length + SIG_BYTES || !stored.subarray(0, MAGIC.length).equals(MAGIC)) return undefined;
   const sig = stored.subarray(MAGIC.length, MAGIC.length + SIG_BYTES);
   const payload = stored.subarray(MAGIC.length + SIG_BYTES);
-  if (!verify(signingKey, DOMAIN, [redisKey, payload], sig)) return undefined;
+  if (!verify(signingKey, DOMAIN, [redisKey, binding, payload], sig)) return undefined;
   try {
     const value = JSON.parse((await gunzip(payload)).toString('utf8')) as PluginResult;
     return value && typeof value === 'object' && typeof value.kind === 'string' ? value : undefined;
@@ -37,16 +38,16 @@ export async function decodeResult(signingKey: Buffer, redisKey: string, stored:
 }
 
 /** Write a result under `redisKey` with a TTL. */
-export async function writeResult(redis: Redis, signingKey: Buffer, redisKey: string, result: PluginResult, ttlMs: number): Promise<void> {
-  await redis.set(redisKey, await encodeResult(signingKey, redisKey, result), 'PX', ttlMs);
+export async function writeResult(redis: Redis, signingKey: Buffer, redisKey: string, binding: string, result: PluginResult, ttlMs: number): Promise<void> {
+  await redis.set(redisKey, await encodeResult(signingKey, redisKey, binding, result), 'PX', ttlMs);
 }
 
 export type ReadOutcome = { found: PluginResult } | { missing: true } | { invalid: true };
 
 /** Read and verify the result under `redisKey`. */
-export async function readResult(redis: Redis, signingKey: Buffer, redisKey: string): Promise<ReadOutcome> {
+export async function readResult(redis: Redis, signingKey: Buffer, redisKey: string, binding: string): Promise<ReadOutcome> {
   const stored = await redis.getBuffer(redisKey);
   if (stored === null) return { missing: true };
-  const found = await decodeResult(signingKey, redisKey, stored);
+  const found = await decodeResult(signingKey, redisKey, binding, stored);
   return found ? { found } : { invalid: true };
 }

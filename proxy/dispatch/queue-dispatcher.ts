@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { status as Status } from '@grpc/grpc-js';
 import { Queue, QueueEvents, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -12,7 +11,7 @@ import type { Engine } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
 import { storeBlob } from '../../cmp/queue/blob-store.js';
 import { publishCancel } from '../../cmp/queue/cancel.js';
-import { decodeFailure, signJob } from '../../cmp/queue/job-contract.js';
+import { decodeFailure, newResultId, REJECTED, requestDigest, signJob } from '../../cmp/queue/job-contract.js';
 import { appNameOf, escapeKeyPart, KeySpace } from '../../cmp/queue/keys.js';
 import { connectRedis, redisUnavailable, withTimeout } from '../../cmp/queue/redis-connection.js';
 import { readResult, writeResult } from '../../cmp/queue/result-store.js';
@@ -45,6 +44,13 @@ export interface QueueDispatcherDeps {
 }
 
 type Attempt = { result: PluginResult } | { retry: true };
+
+/**
+ * What the job we wait for answers and where: a cached request's answer is its cache entry
+ * (possibly from another caller's identical job); an uncached one's is the result key of the
+ * id we chose, signed with our request's digest.
+ */
+type Answer = { jobId: string; binding: string } & ({ key: string } | { resultId: string; digest: string });
 
 /**
  * Distributed mode (architecture §3, §5): answer from the Redis cache, otherwise store the
@@ -159,7 +165,7 @@ export class QueueDispatcher implements Dispatcher {
   /** A cache hit, or undefined; a mis-signed entry counts as a miss (and is logged). */
   private async lookup(key: string, app: string): Promise<PluginResult | undefined> {
     const redisKey = this.keys.cacheEntry(this.deps.pluginName, app, key);
-    const r = await readResult(this.redis, this.signingKey, redisKey);
+    const r = await readResult(this.redis, this.signingKey, redisKey, key);
     if ('invalid' in r) this.deps.log.warn({ key: redisKey }, 'ignoring a cache entry whose signature does not verify');
     return 'found' in r ? r.found : undefined;
   }
@@ -184,7 +190,7 @@ export class QueueDispatcher implements Dispatcher {
     const entry = entryForRun(t, reads, result);
     if (!entry) return;
     const ttlMs = this.deps.engine.options.cache.ttlMs;
-    await writeResult(this.redis, this.signingKey, this.keys.cacheEntry(pluginName, app, entry.key), result, ttlMs);
+    await writeResult(this.redis, this.signingKey, this.keys.cacheEntry(pluginName, app, entry.key), entry.key, result, ttlMs);
     await addShape(this.redis, this.signingKey, this.keys.tracedShapes(pluginName, app, t.baseKey), shapeId(entry.shape), entry.shape, ttlMs);
   }
 
@@ -199,7 +205,9 @@ export class QueueDispatcher implements Dispatcher {
     if (depth >= this.ro.maxQueueDepth) {
       throw ourError('queueFull', this.deps.pluginName, depth, this.ro.maxQueueDepth);
     }
-    const waitId = key ?? randomBytes(32).toString('hex');
+    // The result id is also the job id: a worker refuses signed data found under another job.
+    const resultId = newResultId();
+    const waitId = key ?? resultId;
     const waitersKey = this.keys.waiters(this.deps.pluginName, waitId);
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
     // Counted before the add: a worker never starts a job nobody is known to wait for.
@@ -212,7 +220,8 @@ export class QueueDispatcher implements Dispatcher {
       return leaveWaiters(this.redis, waitersKey).catch(() => 0);
     };
     try {
-      const data = signJob(this.signingKey, {
+      const enqueuedAt = Date.now();
+      const request = {
         kind,
         plugin: this.deps.pluginName,
         specDigest: this.deps.specDigest,
@@ -220,20 +229,27 @@ export class QueueDispatcher implements Dispatcher {
         env: req.env,
         blob: repo.checksum,
         size: repo.size,
+      };
+      const data = signJob(this.signingKey, {
+        ...request,
         cacheKey: key ?? null,
+        resultId,
         waitId,
         deadline: ctx.deadline ?? null,
-        enqueuedAt: Date.now(),
+        enqueuedAt,
+        expiresAt: ctx.deadline ?? enqueuedAt + NO_DEADLINE_WAIT_MS,
       });
-      const job = await this.guard(kind, ctx, queue.add(kind, data, this.jobOptions(key)));
+      // With deduplication (cached requests) `add` may return the identical job of another caller.
+      const job = await this.guard(kind, ctx, queue.add(kind, data, { ...this.jobOptions(key), jobId: resultId }));
       const jobId = job.id!;
+      const answer: Answer = key !== undefined ? { jobId, binding: key, key } : { jobId, binding: resultId, resultId, digest: requestDigest(request) };
       const waiting = this.waiter.wait(jobId);
       const end = await timeStage('remote', () => raceAbort(waiting.done, ctx.signal));
       if (end === 'aborted') {
         waiting.stop();
-        return await this.abandon(queue, jobId, kind, ctx, leave);
+        return await this.abandon(queue, answer, kind, ctx, leave);
       }
-      return await this.settle(jobId, end, key, ctx, last);
+      return await this.settle(answer, end, ctx, last);
     } finally {
       await leave();
     }
@@ -252,13 +268,18 @@ export class QueueDispatcher implements Dispatcher {
   }
 
   /** Turn a job's end into the caller's answer. */
-  private async settle(jobId: string, end: JobEnd, key: string | undefined, ctx: Ctx, last: boolean): Promise<Attempt> {
+  private async settle(answer: Answer, end: JobEnd, ctx: Ctx, last: boolean): Promise<Attempt> {
+    const { jobId } = answer;
     switch (end.state) {
       case 'completed':
-        return { result: await this.fetchResult(jobId, end.returnvalue, key) };
+        return { result: await this.fetchResult(answer, end.returnvalue) };
       case 'failed': {
-        const failure = decodeFailure(this.signingKey, jobId, end.reason);
+        const failure = decodeFailure(this.signingKey, jobId, answer.binding, end.reason);
         if (!failure) {
+          // The worker refused the job's data (swapped, expired, tampered with in Redis): ours is intact, submit it anew.
+          const refusal = decodeFailure(this.signingKey, jobId, REJECTED, end.reason);
+          if (refusal && !ctx.signal.aborted && !last) return { retry: true };
+          if (refusal) throw new CmpError(refusal.message, refusal.code);
           throw ourError('jobFailed', jobId, this.deps.pluginName, end.reason);
         }
         // Cancelled by the callers that were there before us: ours still wants an answer.
@@ -273,21 +294,25 @@ export class QueueDispatcher implements Dispatcher {
     }
   }
 
-  private async fetchResult(jobId: string, returnvalue: unknown, key: string | undefined): Promise<PluginResult> {
+  /**
+   * Read the answer where we expect it, signed for our request: the cache entry of our cache
+   * key, or the result key of the id we chose, signed with our request's digest.
+   */
+  private async fetchResult(answer: Answer, returnvalue: unknown): Promise<PluginResult> {
+    const { jobId } = answer;
     const stored = storedKeyOf(returnvalue);
-    // The key name is bound into the entry's signature; here we only make sure it is one of ours.
     const expected =
-      key === undefined
-        ? stored === this.keys.result(this.deps.pluginName, jobId)
+      'resultId' in answer
+        ? stored === this.keys.result(this.deps.pluginName, answer.resultId)
         : stored !== undefined &&
           stored.startsWith(`${this.ro.prefix}:out:${escapeKeyPart(this.deps.pluginName)}:`) &&
-          stored.endsWith(`:${key}`);
+          stored.endsWith(`:${answer.key}`);
     if (!expected || stored === undefined) {
       throw ourError('badResultLocation', jobId);
     }
     let r;
     try {
-      r = await readResult(this.redis, this.signingKey, stored);
+      r = await readResult(this.redis, this.signingKey, stored, 'resultId' in answer ? answer.digest : answer.key);
     } catch (err) {
       throw redisUnavailable(this.ro, err);
     }
@@ -305,18 +330,19 @@ export class QueueDispatcher implements Dispatcher {
    * queued, its process group killed if running. It then still gets the run's own error when
    * that comes quickly, exactly as a lone standalone request would.
    */
-  private async abandon(queue: Queue, jobId: string, kind: RpcKind, ctx: Ctx, leave: () => Promise<number>): Promise<Attempt> {
+  private async abandon(queue: Queue, answer: Answer, kind: RpcKind, ctx: Ctx, leave: () => Promise<number>): Promise<Attempt> {
+    const { jobId } = answer;
     const reason = ctx.signal.reason as CmpError;
     if ((await leave()) > 0) throw reason;
     const waiting = this.waiter.wait(jobId);
     const cancelReason = reason.code === Status.DEADLINE_EXCEEDED ? 'deadline' : 'canceled';
-    await publishCancel(this.redis, this.keys, { queue: this.deps.pluginName, jobId, reason: cancelReason }).catch(() => {});
+    await publishCancel(this.redis, this.keys, this.signingKey, { queue: this.deps.pluginName, jobId, reason: cancelReason }).catch(() => {});
     await queue.remove(jobId).catch(() => 0);
     const bound = this.deps.engine.options.execFatalTimeoutMs + 2_000;
     const end = await withTimeout(waiting.done, bound, () => new Error('timeout')).catch(() => undefined);
     waiting.stop();
     if (end?.state === 'failed') {
-      const failure = decodeFailure(this.signingKey, jobId, end.reason);
+      const failure = decodeFailure(this.signingKey, jobId, answer.binding, end.reason);
       if (failure) throw new CmpError(failure.message, failure.code);
     }
     throw wrap(RPC_TEXT[kind].command, reason);

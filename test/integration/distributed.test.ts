@@ -110,7 +110,8 @@ describe('distributed mode', () => {
   test('N apps sent with the same tarball store one blob; blobs, results and job records expire', async () => {
     const shared = await tarballOf({ 'g.txt': 'shared content' });
     const before = new Set(await redis.keys(`${PREFIX}:blob:*`));
-    const jobKeys = async () => (await redis.keys(`${PREFIX}:${QUEUE}:*`)).filter(k => /:\d+$/.test(k));
+    // Job ids are the proxy's result ids (64 hex).
+    const jobKeys = async () => (await redis.keys(`${PREFIX}:${QUEUE}:*`)).filter(k => /:[0-9a-f]{64}$/.test(k));
     const oldJobs = new Set(await jobKeys());
     const outcomes = await Promise.all(
       ['a1', 'a2', 'a3', 'a4'].map(app => client.generate(generateCall(shared, { TAG: `blob-${app}` }, { appName: app }))),
@@ -134,9 +135,10 @@ describe('distributed mode', () => {
     const queue = new Queue(QUEUE, { connection, prefix: PREFIX });
     try {
       const data = {
-        v: 1, kind: 'generate', plugin: QUEUE, specDigest: 'x', appRelPath: '.',
-        env: [{ name: 'ARGOCD_ENV_TAG', value: 'evil' }, { name: 'LD_PRELOAD', value: '/tmp/evil.so' }],
-        blob: 'a'.repeat(64), size: 1, cacheKey: null, waitId: 'b'.repeat(64), deadline: null, enqueuedAt: Date.now(),
+        v: 2, kind: 'generate', plugin: QUEUE, specDigest: 'x', appRelPath: '.', envNames: ['ARGOCD_ENV_TAG', 'LD_PRELOAD'],
+        envSealed: Buffer.from(JSON.stringify([['ARGOCD_ENV_TAG', 'evil'], ['LD_PRELOAD', '/tmp/evil.so']])).toString('base64'),
+        blob: 'a'.repeat(64), size: 1, cacheKey: null, resultId: 'd'.repeat(64), waitId: 'b'.repeat(64), deadline: null,
+        enqueuedAt: Date.now(), expiresAt: Date.now() + 60_000,
       };
       const unsigned = await queue.add('generate', data);
       const forged = await queue.add('generate', { ...data, sig: 'c'.repeat(64) });

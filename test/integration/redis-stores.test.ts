@@ -90,8 +90,10 @@ test('waiter counts go up and down, vanish at zero, and expire', async () => {
 
 test('cache stats count entries per plugin, and purge selects by app, by plugin, or all', async () => {
   const result = { kind: 'generate' as const, manifests: ['{"a":1}'] };
-  const write = (plugin: string, app: string, n: number) =>
-    writeResult(redis, KEY, keys.cacheEntry(plugin, app, n.toString(16).padStart(64, '0')), result, 60_000);
+  const write = (plugin: string, app: string, n: number) => {
+    const cacheKey = n.toString(16).padStart(64, '0');
+    return writeResult(redis, KEY, keys.cacheEntry(plugin, app, cacheKey), cacheKey, result, 60_000);
+  };
   await write('p1', 'app-a', 1);
   await write('p1', 'app-b', 2);
   await write('p2', 'app-a', 3);
@@ -103,9 +105,9 @@ test('cache stats count entries per plugin, and purge selects by app, by plugin,
   assert.equal(await purgeCache(redis, keys, { app: 'app-a' }), 2);
   assert.equal(await purgeCache(redis, keys, { plugin: 'p1' }), 1);
   const other = new KeySpace('{other-install}');
-  await writeResult(redis, KEY, other.cacheEntry('p1', 'x', 'f'.repeat(64)), result, 60_000);
+  await writeResult(redis, KEY, other.cacheEntry('p1', 'x', 'f'.repeat(64)), 'f'.repeat(64), result, 60_000);
   assert.equal(await purgeCache(redis, keys, {}), 1, 'only this prefix is purged');
   assert.equal((await cacheStats(redis, other)).entries, 1);
-  const r = await readResult(redis, KEY, other.cacheEntry('p1', 'x', 'f'.repeat(64)));
+  const r = await readResult(redis, KEY, other.cacheEntry('p1', 'x', 'f'.repeat(64)), 'f'.repeat(64));
   assert.deepEqual(r, { found: result });
 });

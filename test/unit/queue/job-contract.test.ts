@@ -1,59 +1,107 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
-import { decodeFailure, encodeFailure, signJob, verifyJob } from '../../../cmp/queue/job-contract.js';
+import { decodeFailure, encodeFailure, newResultId, openEnv, requestDigest, signJob, verifyJob, type JobRequest } from '../../../cmp/queue/job-contract.js';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 const HEX = 'a'.repeat(64);
+const NOW = 1_700_000_000_000;
 
-function job() {
-  return signJob(KEY, {
+function request(over: Partial<JobRequest> = {}): JobRequest {
+  return {
     kind: 'generate',
     plugin: 'my-plugin',
     specDigest: 'digest',
     appRelPath: 'apps/a',
-    env: [{ name: 'ARGOCD_APP_NAME', value: 'a' }],
+    env: [{ name: 'ARGOCD_APP_NAME', value: 'a' }, { name: 'ARGOCD_ENV_TOKEN', value: 's3cr3t-value' }],
     blob: HEX,
     size: 10,
     cacheKey: HEX,
+    resultId: 'b'.repeat(64),
     waitId: HEX,
     deadline: null,
-    enqueuedAt: 1,
-  });
+    enqueuedAt: NOW - 1_000,
+    expiresAt: NOW + 60_000,
+    ...over,
+  };
 }
 
-test('a signed job verifies and round-trips through JSON', () => {
+const job = (over: Partial<JobRequest> = {}) => signJob(KEY, request(over));
+
+test('a signed job verifies under its own id, round-trips through JSON, and opens its env', () => {
   const data = job();
-  assert.deepEqual(verifyJob(KEY, JSON.parse(JSON.stringify(data))), data);
+  assert.deepEqual(verifyJob(KEY, JSON.parse(JSON.stringify(data)), 'b'.repeat(64), NOW), request());
+});
+
+test('env values are sealed in the job data: only their names are readable', () => {
+  const text = JSON.stringify(job());
+  assert.ok(!text.includes('s3cr3t-value'), text);
+  assert.deepEqual(job().envNames, ['ARGOCD_APP_NAME', 'ARGOCD_ENV_TOKEN']);
+  // Each seal has its own nonce: equal envs do not look alike.
+  assert.notEqual(job().envSealed, job().envSealed);
+  // A sealed env opens only with its own job's result id.
+  assert.throws(() => openEnv(KEY, 'c'.repeat(64), job().envSealed), /does not open/);
 });
 
 test('a job with any field changed after signing is rejected', () => {
+  const other = job({ env: [{ name: 'LD_PRELOAD', value: '/tmp/x.so' }] });
   for (const change of [
-    { env: [{ name: 'LD_PRELOAD', value: '/tmp/x.so' }] },
+    { envSealed: other.envSealed },
+    { envNames: ['LD_PRELOAD'] },
     { appRelPath: '../..' },
     { plugin: 'other' },
     { specDigest: 'x' },
     { size: 11 },
     { cacheKey: null },
+    { expiresAt: NOW + 3600_000 },
   ]) {
-    assert.throws(() => verifyJob(KEY, { ...job(), ...change }), /signature does not verify/, JSON.stringify(change));
+    assert.throws(() => verifyJob(KEY, { ...job(), ...change }, 'b'.repeat(64), NOW), /signature does not verify/, JSON.stringify(change));
   }
 });
 
-test('unsigned, wrongly keyed and malformed jobs are rejected', () => {
-  const { sig: _sig, ...unsigned } = job();
-  assert.throws(() => verifyJob(KEY, unsigned), /not signed/);
-  assert.throws(() => verifyJob(Buffer.from('another key, 32 bytes long......'), job()), /does not verify/);
-  assert.throws(() => verifyJob(KEY, null), /not an object/);
-  assert.throws(() => verifyJob(KEY, { ...job(), kind: 'shell' }), /kind is invalid/);
-  assert.throws(() => verifyJob(KEY, { ...job(), env: [{ name: 1 }] }), /env is invalid/);
-  assert.throws(() => verifyJob(KEY, { ...job(), blob: '../x' }), /blob is invalid/);
+test('signed data under another job id (a swap or a re-add) is refused', () => {
+  assert.throws(() => verifyJob(KEY, job(), 'c'.repeat(64), NOW), /belongs to job bbbbbbbbbbbb…, not to this one/);
+  assert.throws(() => verifyJob(KEY, job(), '17', NOW), /belongs to job/);
 });
 
-test('a failure keeps its text and code, and only verifies for its own job', () => {
-  const reason = encodeFailure(KEY, '7', { code: Status.UNKNOWN, message: 'error generating manifests: boom', canceled: false });
-  assert.deepEqual(decodeFailure(KEY, '7', reason), { code: Status.UNKNOWN, message: 'error generating manifests: boom', canceled: false });
-  assert.equal(decodeFailure(KEY, '8', reason), undefined);
-  assert.equal(decodeFailure(KEY, '7', reason.replace('boom', 'bang')), undefined);
-  assert.equal(decodeFailure(KEY, '7', 'job stalled more than allowable limit'), undefined);
+test('a job past its expiry is refused (no replay), one just before it is not', () => {
+  assert.throws(() => verifyJob(KEY, job(), 'b'.repeat(64), NOW + 60_001), /job expired 1 ms ago/);
+  assert.doesNotThrow(() => verifyJob(KEY, job(), 'b'.repeat(64), NOW + 60_000));
+});
+
+test('unsigned, wrongly keyed and malformed jobs are rejected', () => {
+  const id = 'b'.repeat(64);
+  const { sig: _sig, ...unsigned } = job();
+  assert.throws(() => verifyJob(KEY, unsigned, id, NOW), /not signed/);
+  assert.throws(() => verifyJob(Buffer.from('another key, 32 bytes long......'), job(), id, NOW), /does not verify/);
+  assert.throws(() => verifyJob(KEY, null, id, NOW), /not an object/);
+  assert.throws(() => verifyJob(KEY, { ...job(), v: 1 }, id, NOW), /unsupported job version/);
+  assert.throws(() => verifyJob(KEY, { ...job(), kind: 'shell' }, id, NOW), /kind is invalid/);
+  assert.throws(() => verifyJob(KEY, { ...job(), envNames: [1] }, id, NOW), /envNames is invalid/);
+  assert.throws(() => verifyJob(KEY, { ...job(), blob: '../x' }, id, NOW), /blob is invalid/);
+  assert.throws(() => verifyJob(KEY, { ...job(), resultId: '1' }, id, NOW), /resultId is invalid/);
+});
+
+test('the request digest changes with every part of the request', () => {
+  const base = request();
+  const d = requestDigest(base);
+  for (const change of [
+    { kind: 'match' as const }, { plugin: 'p' }, { specDigest: 'y' }, { appRelPath: 'apps/b' }, { blob: 'c'.repeat(64) }, { size: 9 },
+    { env: [{ name: 'ARGOCD_APP_NAME', value: 'b' }] },
+    { env: [...base.env].reverse() },
+  ]) {
+    assert.notEqual(requestDigest({ ...base, ...change }), d, JSON.stringify(change));
+  }
+  const sameRequestOtherJob: JobRequest = { ...base, resultId: newResultId(), cacheKey: null };
+  assert.equal(requestDigest(sameRequestOtherJob), d);
+});
+
+test('a failure keeps its text and code, and only verifies for its own job and request', () => {
+  const f = { code: Status.UNKNOWN, message: 'error generating manifests: boom', canceled: false };
+  const reason = encodeFailure(KEY, '7', HEX, f);
+  assert.deepEqual(decodeFailure(KEY, '7', HEX, reason), f);
+  assert.equal(decodeFailure(KEY, '8', HEX, reason), undefined);
+  assert.equal(decodeFailure(KEY, '7', 'b'.repeat(64), reason), undefined);
+  assert.equal(decodeFailure(KEY, '7', HEX, reason.replace('boom', 'bang')), undefined);
+  assert.equal(decodeFailure(KEY, '7', HEX, 'job stalled more than allowable limit'), undefined);
 });
