@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadAll } from 'js-yaml';
+import { load, loadAll } from 'js-yaml';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
@@ -351,6 +351,47 @@ test('kubectl kustomize renders the base, the scale-to-zero overlay and the side
     const proxy = find(repo.spec.template.spec.containers, (c: Obj) => c.name === 'cmp-offload');
     assert.equal(proxy.image, `${OUR_IMAGES.proxy}:0.1.0`);
     assert.equal(out.filter(o => o.kind === 'ServiceMonitor').length, 2);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+/** The YAML examples of the operations guide's "Network policies" section that hold `patches`. */
+function documentedPatches(): Obj[][] {
+  const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
+  const start = ops.indexOf('### 7.1 Network policies');
+  assert.ok(start > 0, 'no "Network policies" section');
+  const end = ops.indexOf('\n#', start + 10);
+  const section = ops.slice(start, end < 0 ? undefined : end);
+  const blocks = [...section.matchAll(/^( *)```yaml\n([\s\S]*?)^\1```/gm)].map(m => m[2]!.replace(new RegExp(`^${m[1]}`, 'gm'), ''));
+  return blocks.map(b => load(b) as Obj).filter(o => Array.isArray(o?.patches)).map(o => o.patches);
+}
+
+test('kubectl kustomize renders the egress component and the documented patches of the network policies (when kubectl is present)', { skip: !kubectl && 'kubectl not installed' }, () => {
+  const patches = documentedPatches();
+  assert.equal(patches.length, 2, 'expected the monitoring-namespace and the egress-CIDR examples');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-netpol-'));
+  try {
+    fs.writeFileSync(path.join(tmp, 'repo-server.yaml'), JSON.stringify(argoRepoServer()));
+    const rel = (p: string) => path.relative(tmp, path.join(KUSTOMIZE, p));
+    const kustomization = {
+      namespace: 'argocd',
+      resources: ['repo-server.yaml', rel('base')],
+      components: [rel('components/repo-server-sidecar'), rel('components/worker-egress-https')],
+      patches: patches.flat(),
+    };
+    fs.writeFileSync(path.join(tmp, 'kustomization.yaml'), JSON.stringify(kustomization));
+    const out = loadAll(execFileSync('kubectl', ['kustomize', tmp], { encoding: 'utf8' })) as Obj[];
+    const policies = new Map(out.filter(o => o.kind === 'NetworkPolicy').map(o => [o.metadata.name as string, o]));
+    assert.deepEqual([...policies.keys()].sort(), ['cmp-offload-proxy-metrics', 'cmp-offload-redis', 'cmp-offload-worker', 'cmp-offload-worker-egress-https']);
+    for (const np of policies.values()) assert.doesNotThrow(() => validate(np), np.metadata.name);
+    // One patch moves both scrape rules to kube-prometheus-stack's namespace and leaves the rest.
+    assertScrapeOnly(policies.get('cmp-offload-worker')!, 9102, 'kube-prometheus-stack');
+    assertScrapeOnly(policies.get('cmp-offload-proxy-metrics')!, 9101, 'kube-prometheus-stack');
+    assert.deepEqual(policies.get('cmp-offload-worker')!.spec.egress, WORKER_EGRESS);
+    // The other narrows HTTPS egress to given CIDRs.
+    const https = policies.get('cmp-offload-worker-egress-https')!;
+    assert.deepEqual(https.spec.egress, [{ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }, { ipBlock: { cidr: '203.0.113.7/32' } }], ports: [{ port: 443, protocol: 'TCP' }] }]);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
