@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadAll } from 'js-yaml';
+import { load, loadAll } from 'js-yaml';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
@@ -221,15 +221,86 @@ test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritize
   assert.equal(one('base/redis-service.yaml', 'Service').metadata.name, 'cmp-offload-redis');
 });
 
-test('Redis runs noeviction; policies let only workers, repo-server and KEDA reach it and nothing but scrapes reach workers', () => {
+test('Redis runs noeviction and requires a password; its policy lets only workers, repo-server and KEDA reach it', () => {
   assert.match(one('base/redis-configmap.yaml', 'ConfigMap').data['redis.conf'], /^maxmemory-policy noeviction$/m);
   const redisNp = one('base/redis-networkpolicy.yaml', 'NetworkPolicy');
+  assert.equal(redisNp.spec.ingress.length, 1);
   const from = redisNp.spec.ingress[0].from.map((f: Obj) => f.podSelector?.matchLabels?.['app.kubernetes.io/name'] ?? f.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name']);
   assert.deepEqual(from.sort(), ['argocd-repo-server', 'cmp-offload-worker', 'keda']);
-  const workerNp = one('base/worker-networkpolicy.yaml', 'NetworkPolicy');
-  assert.deepEqual(workerNp.spec.ingress.map((r: Obj) => r.ports.map((p: Obj) => p.port)), [[9102]]);
-  assert.deepEqual(workerNp.spec.podSelector.matchLabels, worker().spec.selector.matchLabels);
+  // The network admits whole pods (plugin code included): the password is what keeps plugins out.
+  const redis = one('base/redis-deployment.yaml', 'Deployment').spec.template.spec.containers[0];
+  const i = redis.command.indexOf('--requirepass');
+  assert.ok(i > 0, 'redis-server runs without --requirepass');
+  assert.equal(redis.command[i + 1], '$(REDIS_PASSWORD)');
+  assert.deepEqual(redis.env.find((e: Obj) => e.name === 'REDIS_PASSWORD')?.valueFrom, { secretKeyRef: { name: 'cmp-offload-redis', key: 'password' } });
   assert.deepEqual(one('base/worker-pdb.yaml', 'PodDisruptionBudget').spec.selector.matchLabels, worker().spec.selector.matchLabels);
+});
+
+/** Pods of this namespace may scrape the ops ports (a documented patch changes the name). */
+const MONITORING_NS = 'monitoring';
+const fromNamespace = (name: string) => ({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': name } } });
+
+/** Throws unless the policy's only ingress rule admits TCP `port` from the monitoring namespace alone. */
+function assertScrapeOnly(np: Obj, port: number, ns = MONITORING_NS): void {
+  assert.deepEqual(np.spec.ingress, [{ from: [fromNamespace(ns)], ports: [{ port, protocol: 'TCP' }] }]);
+}
+
+const WORKER_EGRESS = [
+  {
+    to: [{ podSelector: { matchLabels: { 'app.kubernetes.io/name': 'cmp-offload-redis' } } }],
+    ports: [{ port: 6379, protocol: 'TCP' }],
+  },
+  {
+    to: [{ ...fromNamespace('kube-system'), podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+    ports: [
+      { port: 53, protocol: 'UDP' },
+      { port: 53, protocol: 'TCP' },
+    ],
+  },
+];
+
+test('the worker NetworkPolicy: in only scrapes of :9102 from the monitoring namespace, out only Redis :6379 and DNS :53', () => {
+  const np = one('base/worker-networkpolicy.yaml', 'NetworkPolicy');
+  assert.deepEqual(np.spec.podSelector.matchLabels, worker().spec.selector.matchLabels);
+  assert.deepEqual([...np.spec.policyTypes].sort(), ['Egress', 'Ingress'], 'without Egress in policyTypes egress is open');
+  assertScrapeOnly(np, 9102);
+  const c = worker().spec.template.spec.containers[0];
+  assert.equal(c.ports.find((p: Obj) => p.name === 'http')?.containerPort, 9102, 'the policy port is the ops port');
+  assert.equal(compileOptions(envOf(c), { role: 'worker' }).http?.port, 9102);
+  assert.deepEqual(np.spec.egress, WORKER_EGRESS);
+  // The Redis rule selects the bundled Redis pods on the port they listen on.
+  const redis = one('base/redis-deployment.yaml', 'Deployment');
+  assert.deepEqual(np.spec.egress[0].to[0].podSelector.matchLabels, redis.spec.template.metadata.labels);
+  assert.equal(redis.spec.template.spec.containers[0].ports[0].containerPort, 6379);
+  // The checks fail on the policy this one replaced (ingress from anywhere, egress open).
+  const open = { spec: { policyTypes: ['Ingress'], ingress: [{ ports: [{ port: 9102, protocol: 'TCP' }] }] } };
+  assert.throws(() => assertScrapeOnly(open, 9102));
+});
+
+test('the proxy metrics NetworkPolicy admits the sidecar\'s :9101 from the monitoring namespace only', () => {
+  const np = one('components/repo-server-sidecar/proxy-metrics-networkpolicy.yaml', 'NetworkPolicy');
+  assert.deepEqual(np.spec.policyTypes, ['Ingress']);
+  const podLabels = patchedRepoServer().spec.template.metadata.labels;
+  const selector = Object.entries(np.spec.podSelector.matchLabels as Record<string, string>);
+  assert.ok(selector.length > 0, 'the policy selects every pod of the namespace');
+  for (const [k, v] of selector) assert.equal(podLabels[k], v, `repo-server pods lack ${k}=${v}`);
+  assertScrapeOnly(np, 9101);
+  // The sidecar listens on every interface (probes and scrapes use the pod IP) at that port.
+  const http = compileOptions(envOf(sidecar()), { role: 'proxy' }).http;
+  assert.deepEqual(http, { host: '0.0.0.0', port: 9101 });
+  assert.equal(sidecar().ports.find((p: Obj) => p.name === 'cmp-metrics')?.containerPort, 9101);
+});
+
+test('the optional worker-egress-https component only adds HTTPS egress for worker pods', () => {
+  const { resources: res } = kustomizationFiles(path.join(KUSTOMIZE, 'components/worker-egress-https'));
+  assert.deepEqual(res, ['worker-egress-https-networkpolicy.yaml']);
+  const np = one('components/worker-egress-https/worker-egress-https-networkpolicy.yaml', 'NetworkPolicy');
+  assert.doesNotThrow(() => validate(np));
+  assert.deepEqual(np.spec.podSelector.matchLabels, worker().spec.selector.matchLabels);
+  assert.deepEqual(np.spec.policyTypes, ['Egress'], 'it must not take part in ingress');
+  assert.equal(np.spec.ingress, undefined);
+  assert.deepEqual(np.spec.egress, [{ to: [{ ipBlock: { cidr: '0.0.0.0/0' } }, { ipBlock: { cidr: '::/0' } }], ports: [{ port: 443, protocol: 'TCP' }] }]);
+  assert.notEqual(np.metadata.name, one('base/worker-networkpolicy.yaml', 'NetworkPolicy').metadata.name, 'it must add a policy, not replace the base one');
 });
 
 test('ServiceMonitors select the metrics Services by label and scrape their named ports', () => {
@@ -280,6 +351,47 @@ test('kubectl kustomize renders the base, the scale-to-zero overlay and the side
     const proxy = find(repo.spec.template.spec.containers, (c: Obj) => c.name === 'cmp-offload');
     assert.equal(proxy.image, `${OUR_IMAGES.proxy}:0.1.0`);
     assert.equal(out.filter(o => o.kind === 'ServiceMonitor').length, 2);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+/** The YAML examples of the operations guide's "Network policies" section that hold `patches`. */
+function documentedPatches(): Obj[][] {
+  const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
+  const start = ops.indexOf('### 7.1 Network policies');
+  assert.ok(start > 0, 'no "Network policies" section');
+  const end = ops.indexOf('\n#', start + 10);
+  const section = ops.slice(start, end < 0 ? undefined : end);
+  const blocks = [...section.matchAll(/^( *)```yaml\n([\s\S]*?)^\1```/gm)].map(m => m[2]!.replace(new RegExp(`^${m[1]}`, 'gm'), ''));
+  return blocks.map(b => load(b) as Obj).filter(o => Array.isArray(o?.patches)).map(o => o.patches);
+}
+
+test('kubectl kustomize renders the egress component and the documented patches of the network policies (when kubectl is present)', { skip: !kubectl && 'kubectl not installed' }, () => {
+  const patches = documentedPatches();
+  assert.equal(patches.length, 2, 'expected the monitoring-namespace and the egress-CIDR examples');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-netpol-'));
+  try {
+    fs.writeFileSync(path.join(tmp, 'repo-server.yaml'), JSON.stringify(argoRepoServer()));
+    const rel = (p: string) => path.relative(tmp, path.join(KUSTOMIZE, p));
+    const kustomization = {
+      namespace: 'argocd',
+      resources: ['repo-server.yaml', rel('base')],
+      components: [rel('components/repo-server-sidecar'), rel('components/worker-egress-https')],
+      patches: patches.flat(),
+    };
+    fs.writeFileSync(path.join(tmp, 'kustomization.yaml'), JSON.stringify(kustomization));
+    const out = loadAll(execFileSync('kubectl', ['kustomize', tmp], { encoding: 'utf8' })) as Obj[];
+    const policies = new Map(out.filter(o => o.kind === 'NetworkPolicy').map(o => [o.metadata.name as string, o]));
+    assert.deepEqual([...policies.keys()].sort(), ['cmp-offload-proxy-metrics', 'cmp-offload-redis', 'cmp-offload-worker', 'cmp-offload-worker-egress-https']);
+    for (const np of policies.values()) assert.doesNotThrow(() => validate(np), np.metadata.name);
+    // One patch moves both scrape rules to kube-prometheus-stack's namespace and leaves the rest.
+    assertScrapeOnly(policies.get('cmp-offload-worker')!, 9102, 'kube-prometheus-stack');
+    assertScrapeOnly(policies.get('cmp-offload-proxy-metrics')!, 9101, 'kube-prometheus-stack');
+    assert.deepEqual(policies.get('cmp-offload-worker')!.spec.egress, WORKER_EGRESS);
+    // The other narrows HTTPS egress to given CIDRs.
+    const https = policies.get('cmp-offload-worker-egress-https')!;
+    assert.deepEqual(https.spec.egress, [{ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }, { ipBlock: { cidr: '203.0.113.7/32' } }], ports: [{ port: 443, protocol: 'TCP' }] }]);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
