@@ -44,6 +44,13 @@ export interface TreeIndex {
 }
 
 const BATCH = 64 * 1024;
+/**
+ * Bytes of path the index may spend on directories no entry names (parents it creates itself).
+ * The repo-server sends an entry for every directory, so its tarballs imply none; a crafted one
+ * implies depth × length bytes per name (4 MiB for one 4096-byte name). Past the budget the tree
+ * is given up as not simple: the proxy then extracts it instead of answering from the index.
+ */
+export const IMPLIED_PATH_BYTES = 16 * 1024 * 1024;
 const VERSION = 'cmp-offload/tree-digest/v1';
 
 /**
@@ -124,6 +131,9 @@ class TreeBuilder implements TarVisitor {
   private readonly explicit = new Set<string>();
   private simple = true;
   private symlinks = 0;
+  private impliedBytes = 0;
+  /** False once the budget above is spent: the tree is no longer built, only digested in order. */
+  private building = true;
   private readonly ordered: [Hash, Hash] = [createHash('sha256'), createHash('sha256')];
   private file: { entry: TreeEntry | undefined; hash: Hash; size: number; line: unknown[] } | undefined;
 
@@ -139,6 +149,11 @@ class TreeBuilder implements TarVisitor {
     if (rel === undefined) this.simple = false;
     else if (this.explicit.has(rel)) this.simple = false;
     else this.explicit.add(rel);
+    if (!this.building) {
+      if (h.typeflag !== '0') this.digestLine(line);
+      else this.file = { entry: undefined, hash: createHash('sha256'), size: 0, line };
+      return h.typeflag === '0';
+    }
     if (rel !== undefined && h.typeflag === '0') {
       this.file = { entry: this.createFile(rel, h.mode & 0o777), hash: createHash('sha256'), size: 0, line };
       return true;
@@ -212,7 +227,7 @@ class TreeBuilder implements TarVisitor {
    * other probe names a directory about to be created. The cost is that of the created paths
    * plus one lookup, where probing every prefix from the root cost depth × length per entry.
    */
-  private mkdirAll(rel: string, mode: number): boolean {
+  private mkdirAll(rel: string, mode: number, explicitLast = true): boolean {
     const missing: number[] = [];
     let end = rel.length;
     let node: TreeEntry | undefined;
@@ -226,13 +241,20 @@ class TreeBuilder implements TarVisitor {
       this.simple = false;
       return false;
     }
+    // missing[i] is the length of a path to create; rel itself (missing[0]) may be an entry's own.
+    for (let i = explicitLast ? 1 : 0; i < missing.length; i++) this.impliedBytes += missing[i]!;
+    if (this.impliedBytes > IMPLIED_PATH_BYTES) {
+      this.simple = false;
+      this.building = false;
+      return false;
+    }
     for (let i = missing.length - 1; i >= 0; i--) this.add({ path: rel.slice(0, missing[i]), type: 'dir', mode, size: 0 });
     return true;
   }
 
   private createFile(rel: string, mode: number): TreeEntry | undefined {
     const parent = parentOf(rel);
-    if (parent !== '' && !this.mkdirAll(parent, 0o755)) return undefined;
+    if (parent !== '' && !this.mkdirAll(parent, 0o755, false)) return undefined;
     const node = this.nodes.get(rel);
     if (!node) return this.add({ path: rel, type: 'file', mode, size: 0 });
     this.simple = false;
