@@ -59,6 +59,14 @@ export const OUR_ERRORS = {
     code: Status.RESOURCE_EXHAUSTED,
     text: (limit: number) => `tarball has more than ${limit} entries (CMP_OFFLOAD_MAX_ENTRIES)`,
   },
+  pathTooLong: {
+    // The same family as the entry and size limits above: an input over a fixed size bound
+    // (as grpc reports an oversized message), answered during ingest before any extraction.
+    code: Status.RESOURCE_EXHAUSTED,
+    text: (quotedHead: string, bytes: number, longestName: number) =>
+      `tarball path too long: ${quotedHead} has ${bytes} bytes and a ${longestName}-byte name ` +
+      `(limits 4096 and 255 bytes, Linux PATH_MAX and NAME_MAX)`,
+  },
   outputTooLarge: {
     code: Status.RESOURCE_EXHAUSTED,
     text: (limit: number) => `plugin output exceeds the limit of ${limit} bytes (CMP_OFFLOAD_MAX_OUTPUT_BYTES)`,

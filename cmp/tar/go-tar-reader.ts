@@ -1,4 +1,5 @@
 import { CmpError, ourError } from '../errors.js';
+import { checkPathLength } from './path-limit.js';
 
 /** A header as Go's `tar.Reader.Next` returns it (meta headers merged, `\0` type converted). */
 export interface TarHeader {
@@ -232,6 +233,8 @@ export class GoTarReader {
     this.pax = undefined;
     this.gnuLongName = '';
     this.gnuLongLink = '';
+    // Before any consumer splits the name into components (see path-limit.ts).
+    checkPathLength(h.name);
     if (++this.entries > this.limits.maxEntries) throw tooManyEntries(this.limits.maxEntries);
     this.countBytes(physical);
     return this.visitor.entry({ ...h, size: HEADER_ONLY.has(h.typeflag) ? 0 : h.size });
@@ -440,7 +443,12 @@ const INT64 = /^[+-]?\d+$/;
 
 function parseInt64(s: string): number | undefined {
   if (!INT64.test(s)) return undefined;
-  const v = BigInt(s);
+  // Over 19 significant digits is out of range: say so without BigInt, whose parse of a 1 MiB
+  // PAX value is superlinear (Go's ParseInt stops at the overflow). Leading zeros are allowed.
+  let i = s[0] === '+' || s[0] === '-' ? 1 : 0;
+  while (i < s.length - 1 && s[i] === '0') i++;
+  if (s.length - i > 19) return undefined;
+  const v = BigInt((s[0] === '-' ? '-' : '') + s.slice(i));
   if (v > 0x7fffffffffffffffn || v < -0x8000000000000000n) return undefined;
   return Number(v);
 }

@@ -17,6 +17,8 @@ export class TreeGlobFs implements GlobFs {
     root: string,
     private readonly nodes: ReadonlyMap<string, TreeEntry>,
     private readonly children: ReadonlyMap<string, ReadonlySet<string>>,
+    /** False lets every lookup be one map access. */
+    private readonly hasSymlinks = true,
   ) {
     this.root = goClean(root);
   }
@@ -51,6 +53,11 @@ export class TreeGlobFs implements GlobFs {
 
   /** Resolves `rel` component by component, following symlinks in directories (and at the end when `follow`). */
   private lookup(rel: string, follow: boolean, hops = { n: 0 }): TreeEntry | undefined {
+    // Nodes only exist below directories: a direct hit is the answer unless it is a link to
+    // follow, and without symlinks a miss is final. Only paths through symlinks take the walk
+    // below, whose cost grows with depth × length (bounded by the tar path limit).
+    const direct = this.nodes.get(rel);
+    if (direct ? direct.type !== 'symlink' || !follow : !this.hasSymlinks) return direct;
     const parts = rel.split('/');
     let at = '';
     for (let i = 0; i < parts.length; i++) {

@@ -44,6 +44,13 @@ export interface TreeIndex {
 }
 
 const BATCH = 64 * 1024;
+/**
+ * Bytes of path the index may spend on directories no entry names (parents it creates itself).
+ * The repo-server sends an entry for every directory, so its tarballs imply none; a crafted one
+ * implies depth × length bytes per name (4 MiB for one 4096-byte name). Past the budget the tree
+ * is given up as not simple: the proxy then extracts it instead of answering from the index.
+ */
+export const IMPLIED_PATH_BYTES = 16 * 1024 * 1024;
 const VERSION = 'cmp-offload/tree-digest/v1';
 
 /**
@@ -123,6 +130,10 @@ class TreeBuilder implements TarVisitor {
   private readonly children = new Map<string, Set<string>>([['', new Set()]]);
   private readonly explicit = new Set<string>();
   private simple = true;
+  private symlinks = 0;
+  private impliedBytes = 0;
+  /** False once the budget above is spent: the tree is no longer built, only digested in order. */
+  private building = true;
   private readonly ordered: [Hash, Hash] = [createHash('sha256'), createHash('sha256')];
   private file: { entry: TreeEntry | undefined; hash: Hash; size: number; line: unknown[] } | undefined;
 
@@ -138,6 +149,11 @@ class TreeBuilder implements TarVisitor {
     if (rel === undefined) this.simple = false;
     else if (this.explicit.has(rel)) this.simple = false;
     else this.explicit.add(rel);
+    if (!this.building) {
+      if (h.typeflag !== '0') this.digestLine(line);
+      else this.file = { entry: undefined, hash: createHash('sha256'), size: 0, line };
+      return h.typeflag === '0';
+    }
     if (rel !== undefined && h.typeflag === '0') {
       this.file = { entry: this.createFile(rel, h.mode & 0o777), hash: createHash('sha256'), size: 0, line };
       return true;
@@ -171,6 +187,7 @@ class TreeBuilder implements TarVisitor {
 
   build(): TreeIndex {
     const { nodes, children, simple } = this;
+    const hasSymlinks = this.symlinks > 0;
     const ordered = this.ordered.map(h => h.digest('hex'));
     const digests = new Map<boolean, string>();
     return {
@@ -180,12 +197,12 @@ class TreeBuilder implements TarVisitor {
         if (!simple) return ordered[preserveFileMode ? 1 : 0]!;
         let d = digests.get(preserveFileMode);
         if (d === undefined) {
-          d = sortedDigest(nodes, preserveFileMode);
+          d = sortedDigest(nodes, children, preserveFileMode);
           digests.set(preserveFileMode, d);
         }
         return d;
       },
-      globFs: (root: string) => new TreeGlobFs(root, nodes, children),
+      globFs: (root: string) => new TreeGlobFs(root, nodes, children, hasSymlinks),
     };
   }
 
@@ -203,26 +220,41 @@ class TreeBuilder implements TarVisitor {
     return entry;
   }
 
-  /** os.MkdirAll on the tree; false (and not simple) when a non-directory is in the way. */
-  private mkdirAll(rel: string, mode: number): boolean {
-    let at = 0;
-    for (;;) {
-      const slash = rel.indexOf('/', at);
-      const prefix = slash < 0 ? rel : rel.slice(0, slash);
-      const node = this.nodes.get(prefix);
-      if (!node) this.add({ path: prefix, type: 'dir', mode, size: 0 });
-      else if (node.type !== 'dir') {
-        this.simple = false;
-        return false;
-      }
-      if (slash < 0) return true;
-      at = slash + 1;
+  /**
+   * os.MkdirAll on the tree; false (and not simple) when a non-directory is in the way.
+   * Walks up from `rel` to its deepest existing node instead of down from the root: nodes only
+   * exist below directories, so that node is the obstacle or the place to grow from, and every
+   * other probe names a directory about to be created. The cost is that of the created paths
+   * plus one lookup, where probing every prefix from the root cost depth × length per entry.
+   */
+  private mkdirAll(rel: string, mode: number, explicitLast = true): boolean {
+    const missing: number[] = [];
+    let end = rel.length;
+    let node: TreeEntry | undefined;
+    while (end > 0) {
+      node = this.nodes.get(end === rel.length ? rel : rel.slice(0, end));
+      if (node) break;
+      missing.push(end);
+      end = rel.lastIndexOf('/', end - 1);
     }
+    if (node && node.type !== 'dir') {
+      this.simple = false;
+      return false;
+    }
+    // missing[i] is the length of a path to create; rel itself (missing[0]) may be an entry's own.
+    for (let i = explicitLast ? 1 : 0; i < missing.length; i++) this.impliedBytes += missing[i]!;
+    if (this.impliedBytes > IMPLIED_PATH_BYTES) {
+      this.simple = false;
+      this.building = false;
+      return false;
+    }
+    for (let i = missing.length - 1; i >= 0; i--) this.add({ path: rel.slice(0, missing[i]), type: 'dir', mode, size: 0 });
+    return true;
   }
 
   private createFile(rel: string, mode: number): TreeEntry | undefined {
     const parent = parentOf(rel);
-    if (parent !== '' && !this.mkdirAll(parent, 0o755)) return undefined;
+    if (parent !== '' && !this.mkdirAll(parent, 0o755, false)) return undefined;
     const node = this.nodes.get(rel);
     if (!node) return this.add({ path: rel, type: 'file', mode, size: 0 });
     this.simple = false;
@@ -235,18 +267,51 @@ class TreeBuilder implements TarVisitor {
     const parent = parentOf(rel);
     const parentNode = parent === '' ? undefined : this.nodes.get(parent);
     if (this.nodes.has(rel) || (parent !== '' && parentNode?.type !== 'dir')) return;
+    this.symlinks++;
     this.add({ path: rel, type: 'symlink', mode, size: 0, linkTarget: linkname });
   }
 }
 
-function sortedDigest(nodes: ReadonlyMap<string, TreeEntry>, preserveFileMode: boolean): string {
+function sortedDigest(
+  nodes: ReadonlyMap<string, TreeEntry>,
+  children: ReadonlyMap<string, ReadonlySet<string>>,
+  preserveFileMode: boolean,
+): string {
   const hash = createHash('sha256');
   hash.update(`${VERSION}\nsorted\n${preserveFileMode ? 'modes' : 'nomodes'}\n`);
-  const paths = [...nodes.keys()].sort();
-  for (const p of paths) {
+  for (const p of sortedPaths(children)) {
     const e = nodes.get(p)!;
     const line = [p, e.type, e.sha256 ?? e.linkTarget ?? '', preserveFileMode ? e.mode : null];
     hash.update(JSON.stringify(line) + '\n');
   }
   return hash.digest('hex');
+}
+
+/**
+ * Every path of the tree in the order of `[...paths].sort()` (UTF-16 code units), found by
+ * sorting names directory by directory, so that no comparison costs more than a name (NAME_MAX)
+ * where sorting whole paths costs up to their shared prefix. In a directory, child `n` sorts as
+ * the key `n` and the paths below it as one group keyed `n/`: they all continue with `n/`, and
+ * as no name contains `/`, these keys order the paths exactly as whole-path comparisons do.
+ */
+export function sortedPaths(children: ReadonlyMap<string, ReadonlySet<string>>): string[] {
+  const out: string[] = [];
+  // Recursion is as deep as the tree, which the path limit keeps under 2049 levels.
+  const visit = (dir: string): void => {
+    const keys: string[] = [];
+    for (const name of children.get(dir) ?? []) {
+      keys.push(name);
+      if ((children.get(dir === '' ? name : `${dir}/${name}`)?.size ?? 0) > 0) keys.push(`${name}/`);
+    }
+    keys.sort();
+    for (const k of keys) {
+      const group = k.endsWith('/');
+      const name = group ? k.slice(0, -1) : k;
+      const p = dir === '' ? name : `${dir}/${name}`;
+      if (group) visit(p);
+      else out.push(p);
+    }
+  };
+  visit('');
+  return out;
 }

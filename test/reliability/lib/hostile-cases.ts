@@ -110,7 +110,17 @@ export function hostileCase(i: number, rand: () => number, ctx: { outside: strin
       // Up to 3100 levels; the reduced run stays shallower.
       const depth = 100 + int(ctx.reduced ? 1000 : 3000);
       const dir = Array.from({ length: depth }, () => 'd').join('/');
-      return { kind: 'tar:deep-tree', messages: request(buildTgz([...base(), { name: `${dir}/leaf.yaml`, content: 'deep: true\n' }]), { env: env('walk') }) };
+      if (rand() < 0.5) return { kind: 'tar:deep-tree', messages: request(buildTgz([...base(), { name: `${dir}/leaf.yaml`, content: 'deep: true\n' }]), { env: env('walk') }) };
+      // Crafted: PAX names of up to 250 000 levels, several sharing long prefixes (pathTooLong),
+      // or many fresh names just under the 4096-byte bound (the index's implied-directory budget).
+      const levels = 2_000 + int(ctx.reduced ? 50_000 : 248_000);
+      const shared = `${'a/'.repeat(levels)}`;
+      const variants: TarEntry[][] = [
+        [{ name: `${shared}leaf`, content: 'x' }],
+        Array.from({ length: 12 }, (_, k) => ({ name: `${shared}k${k}/${'c/'.repeat(1 + int(1000))}f`, content: 'y' })),
+        Array.from({ length: 50 + int(200) }, (_, k) => ({ name: `k${k}/${'a/'.repeat(2040)}f`, content: 'z' })),
+      ];
+      return { kind: 'tar:crafted-deep-tree', messages: request(buildTgz([...base(), ...variants[int(variants.length)]!])) };
     }
     case 10: { // odd entry types, lying sizes, missing end, duplicates
       const variants: TarEntry[][] = [
