@@ -36,6 +36,18 @@ test('the signing key can come from a file, without its trailing newline', () =>
   fs.rmSync(path.dirname(file), { recursive: true });
 });
 
+test('a binary key file is read as bytes, exactly (not decoded as UTF-8)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-key-'));
+  const file = path.join(dir, 'key');
+  // Invalid UTF-8 (0xff, a lone continuation byte, a cut sequence): decoding would turn each into U+FFFD.
+  const key = Buffer.from([0xff, 0x80, 0x00, 0xe2, 0x82, ...Array.from({ length: 27 }, (_, i) => 0x90 + i)]);
+  fs.writeFileSync(file, key);
+  assert.deepEqual(compileOptions({ CMP_OFFLOAD_REDIS_URL: URL, CMP_OFFLOAD_SIGNING_KEY_FILE: file }).redis!.signingKey, key);
+  fs.writeFileSync(file, Buffer.concat([key, Buffer.from('\r\n')]));
+  assert.deepEqual(compileOptions({ CMP_OFFLOAD_REDIS_URL: URL, CMP_OFFLOAD_SIGNING_KEY_FILE: file }).redis!.signingKey, key);
+  fs.rmSync(dir, { recursive: true });
+});
+
 test('bad values name their variable and never echo secrets', () => {
   assert.throws(() => compileOptions({ CMP_OFFLOAD_REDIS_URL: 'http://u:s3cret@h' }), err => {
     assert.match((err as Error).message, /CMP_OFFLOAD_REDIS_URL/);
