@@ -152,3 +152,13 @@ test('the command leads its own process group, as under argocd-cmp-server (kill 
   const err = await rejection(run(['sh', '-c', 'sleep 30 & kill -TERM -$$; wait']));
   assert.match(err.message, /failed signal: terminated$/);
 });
+
+test('without cmp-reap (no C compiler at build), commands run plainly under group kills, as before', async () => {
+  const err = await rejection(run(['sh', '-c', 'sleep 5'], { reaper: false, execTimeoutMs: 300, fatalTimeoutMs: 300 }));
+  assert.equal(err.message, '`sh -c "sleep 5"` failed timeout after 300ms');
+  const dir = tmpDir();
+  fs.writeFileSync(path.join(dir, 'gen.sh'), '#!/nonexistent/interpreter\n', { mode: 0o755 });
+  for (const reaper of [false, undefined] as const) {
+    assert.equal((await rejection(run(['./gen.sh'], { cwd: dir, reaper }))).message, 'fork/exec ./gen.sh: no such file or directory', `reaper ${reaper}`);
+  }
+});
