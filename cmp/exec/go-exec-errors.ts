@@ -51,6 +51,12 @@ export function processStateText(code: number | null, signal: NodeJS.Signals | n
   return `signal: signal ${n ?? signal}`;
 }
 
+/** `ProcessState.String()` for a death by signal number `n` (as a wait status gives it). */
+export function signalText(n: number): string {
+  const name = Object.entries(constants.signals).find(([, v]) => v === n)?.[0];
+  return name === undefined ? `signal: signal ${n}` : processStateText(null, name as NodeJS.Signals);
+}
+
 /** Go's (glibc-derived) errno texts for the errors a start can hit; libuv's wording otherwise. */
 const GO_ERRNO_TEXT: Record<string, string> = {
   ENOENT: 'no such file or directory',

@@ -1,8 +1,12 @@
 /**
- * Registry of the process groups our plugin commands lead. Every command runs in its own group
- * (setsid, pgid = pid); daemons it leaves behind stay in that group, so signalling `-pgid`
- * reaches them. The registry lets the server stop everything at shutdown and lets tests wait
- * for background reaping to finish.
+ * Registry of the process groups our plugin commands run in. A command runs in its own group;
+ * daemons it leaves behind stay in that group, so signalling `-pgid` reaches them. A process
+ * that leaves the group (setsid, a double fork into a new session) is out of reach of group
+ * signals: when cmp-reap is built, each command therefore runs under it (cmp/exec/cmp-reap.c)
+ * and is tracked by the helper's pid, which is its own group of one. Signals for such a "group"
+ * go to the helper, which passes them to the command's group and to every escaped descendant,
+ * and the helper lives exactly as long as any of them. The registry lets the server stop
+ * everything at shutdown and lets tests wait for background reaping to finish.
  */
 
 import { readdirSync, readFileSync } from 'node:fs';
@@ -12,12 +16,47 @@ const POLL_MS = 50;
 const live = new Set<number>();
 const reaping = new Set<Promise<void>>();
 
+/** A cmp-reap helper, keyed by its pid: the command's group once known, and whether it runs. */
+interface Reaper {
+  pgid: number | undefined;
+  alive: boolean;
+}
+const reapers = new Map<number, Reaper>();
+
+/** Give the helper this long to kill the tree before it is SIGKILLed itself (it was stopped or wedged). */
+const REAPER_KILL_BACKSTOP_MS = 5_000;
+
+/** Record that `pid` is a cmp-reap helper (tracked as a group of its own, see the module comment). */
+export function addReaper(pid: number): void {
+  reapers.set(pid, { pgid: undefined, alive: true });
+}
+
+/** The helper reported its command's group. */
+export function setReaperGroup(pid: number, pgid: number): void {
+  const r = reapers.get(pid);
+  if (r) r.pgid = pgid;
+}
+
+/** The helper exited: the whole tree is gone (unless something killed the helper itself). */
+export function reaperExited(pid: number): void {
+  const r = reapers.get(pid);
+  if (!r) return;
+  r.alive = false;
+  if (!live.has(pid)) reapers.delete(pid);
+}
+
 /**
  * Whether any process of the group is alive: `kill(-pgid, 0)` succeeds (EPERM also means it
  * exists). On Linux, zombies are then discounted via /proc: an init that reaps orphans late
  * (seen: ~1.5 s) would otherwise make a dead group look alive.
  */
 export function groupAlive(pgid: number): boolean {
+  const r = reapers.get(pgid);
+  if (r) return r.alive || (r.pgid !== undefined && rawGroupAlive(r.pgid));
+  return rawGroupAlive(pgid);
+}
+
+function rawGroupAlive(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);
   } catch (err) {
@@ -48,10 +87,34 @@ function hasLiveMember(pgid: number): boolean {
   return false;
 }
 
-/** Send a signal to a whole group; a group that is already gone is not an error. */
+/**
+ * Send a signal to a whole group; a group that is already gone is not an error. For a command
+ * under cmp-reap, SIGTERM and SIGKILL go through the helper (SIGTERM as is, SIGKILL as SIGUSR2:
+ * a SIGKILL to the helper would orphan the escaped processes before anyone killed them); the
+ * command's group is also SIGKILLed directly, and the helper itself if it has not finished
+ * within 5 s (a command of the same uid could have stopped it).
+ */
 export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  const r = reapers.get(pgid);
+  if (!r || !r.alive) {
+    const target = r ? r.pgid : pgid;
+    if (target !== undefined && (!r || rawGroupAlive(target))) kill(-target, signal);
+    return;
+  }
+  if (signal !== 'SIGTERM' && signal !== 'SIGKILL') return;
+  kill(pgid, 'SIGCONT');
+  kill(pgid, signal === 'SIGTERM' ? 'SIGTERM' : 'SIGUSR2');
+  if (signal !== 'SIGKILL') return;
+  // Only while the group has live members: its id cannot have been reused then.
+  if (r.pgid !== undefined && rawGroupAlive(r.pgid)) kill(-r.pgid, 'SIGKILL');
+  setTimeout(() => {
+    if (r.alive) kill(pgid, 'SIGKILL');
+  }, REAPER_KILL_BACKSTOP_MS).unref();
+}
+
+function kill(id: number, signal: NodeJS.Signals): void {
   try {
-    process.kill(-pgid, signal);
+    process.kill(id, signal);
   } catch {
     // ESRCH: nothing left to signal.
   }
@@ -63,6 +126,7 @@ export function track(pgid: number): void {
 
 export function untrack(pgid: number): void {
   live.delete(pgid);
+  if (reapers.get(pgid)?.alive === false) reapers.delete(pgid);
 }
 
 /** The groups currently tracked (running commands and groups being reaped). */
@@ -107,14 +171,16 @@ export async function settled(): Promise<void> {
 }
 
 /**
- * Shutdown: SIGTERM every tracked group, give them `graceMs` to exit, SIGKILL the rest, and
- * wait for background reaping, so that no plugin process outlives the server.
+ * Shutdown: SIGTERM every tracked group, give them `graceMs` to exit, SIGKILL the rest (and
+ * wait for cmp-reap helpers to finish killing their trees), and wait for background reaping,
+ * so that no plugin process outlives the server.
  */
 export async function terminateAll(graceMs: number): Promise<void> {
   const pgids = [...live];
   for (const pgid of pgids) signalGroup(pgid, 'SIGTERM');
   await waitGone(pgids, graceMs);
   for (const pgid of pgids) if (groupAlive(pgid)) signalGroup(pgid, 'SIGKILL');
+  await waitGone(pgids, REAPER_KILL_BACKSTOP_MS + 1_000);
   // Reapers of these groups now find them dead and finish at their next poll.
   await settled();
   for (const pgid of pgids) untrack(pgid);

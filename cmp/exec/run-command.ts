@@ -1,13 +1,16 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants as fsConstants, openSync, readSync, statSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import path from 'node:path';
+import { getSystemErrorName } from 'node:util';
 import { ctxErr, type Ctx } from '../context.js';
 import { CmpError, ourError } from '../errors.js';
 import { formatGoDuration } from '../config/go-duration.js';
 import { spawnEnv } from './env.js';
 import { formatArgs, goQuote } from './go-quote.js';
-import { forkExecText, goTrimSpace, processStateText } from './go-exec-errors.js';
-import { groupAlive, reapGroup, signalGroup, track, untrack } from './process-groups.js';
+import { forkExecText, goTrimSpace, processStateText, signalText } from './go-exec-errors.js';
+import { addReaper, groupAlive, reapGroup, reaperExited, setReaperGroup, signalGroup, track, untrack } from './process-groups.js';
+import { usableReaper } from './reaper.js';
 
 export interface RunOptions {
   argv: string[];
@@ -23,8 +26,14 @@ export interface RunOptions {
   maxOutputBytes: number;
   /** The server's PATH used to look up argv[0] (default: this process's PATH). */
   pathEnv?: string;
-  /** Called with the pid (which is also the pgid) once the process runs. */
+  /**
+   * Called once the process runs with the id its process tree is tracked and signalled under
+   * (process-groups.ts): the command's pid, which is also its pgid, or under cmp-reap the
+   * helper's pid (its own group of one), which lives exactly as long as anything it started.
+   */
   onSpawn?(pid: number): void;
+  /** cmp-reap to run the command under, or false to run it plainly (group kills only). Default: the built one when usable. */
+  reaper?: string | false;
   /**
    * Run the command under another program (the traced cache's recorder): given the argv, the
    * looked-up file and the final env, return what to spawn instead, or undefined to run it as is.
@@ -45,6 +54,7 @@ const STDERR_KEEP_HALF = 32 * 1024;
  * stdout is bounded by `maxOutputBytes`.
  */
 export async function runCommand(opts: RunOptions): Promise<Buffer> {
+  const reaper = opts.reaper ?? (await usableReaper());
   const { argv, cwd, ctx } = opts;
   if (argv.length === 0) throw new CmpError('Command is empty');
   const name = argv[0]!;
@@ -58,15 +68,23 @@ export async function runCommand(opts: RunOptions): Promise<Buffer> {
   const target = opts.wrap?.(argv, file, cwd, env) ?? { file, args: argv.slice(1), argv0: name };
   let child: ChildProcess;
   try {
-    child = spawn(target.file, target.args, { argv0: target.argv0, cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    child = reaper
+      ? // cmp-reap forks and execs the command (see cmp-reap.c); fd 3 brings its status back.
+        spawn(reaper, [target.file, target.argv0, ...target.args], { argv0: 'cmp-reap', cwd, env, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true })
+      : spawn(target.file, target.args, { argv0: target.argv0, cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   } catch (err) {
     throw new CmpError(startErrorText(file, err));
   }
-  return await supervise(child, file, opts);
+  return await supervise(child, file, opts, reaper !== undefined && reaper !== false);
 }
 
-/** Wait for exit and both pipes closing, enforcing the deadline, the timeouts and the limits. */
-function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise<Buffer> {
+/**
+ * Wait for exit and both pipes closing, enforcing the deadline, the timeouts and the limits.
+ * Under cmp-reap, `child` is the helper: the command's exit (or failed exec) comes on fd 3, and
+ * group signals go through the helper (process-groups.ts), so that processes that left the
+ * command's group get them too.
+ */
+function supervise(child: ChildProcess, file: string, opts: RunOptions, reaped: boolean): Promise<Buffer> {
   const { argv, ctx, execTimeoutMs, maxOutputBytes } = opts;
   const fatalTimeoutMs = Math.max(0, opts.fatalTimeoutMs);
   return new Promise<Buffer>((resolve, reject) => {
@@ -74,8 +92,9 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
       // Only a failed spawn leaves no pid; later errors (a failed kill) change nothing.
       if (child.pid === undefined) reject(new CmpError(startErrorText(file, err)));
     });
-    const pgid = child.pid;
-    if (pgid === undefined) return;
+    if (child.pid === undefined) return;
+    const pgid: number = child.pid;
+    if (reaped) addReaper(pgid);
     track(pgid);
 
     const stdout: Buffer[] = [];
@@ -84,7 +103,11 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
     let overflow = false;
     let timedOut = false;
     let fatal = false;
+    // The main process exited; `failure` is its Go ProcessState text unless it exited 0.
     let exited = false;
+    let failure: string | undefined;
+    let pipesOpen = 2;
+    let finished = false;
     // The ctx fired: the group is being reaped; `ctxKilled` if the main process was still running.
     let ctxDone = false;
     let ctxKilled = false;
@@ -108,6 +131,47 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
       stdout.push(chunk);
     });
     child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
+    const pipeClosed = () => {
+      pipesOpen--;
+      maybeFinish();
+    };
+    child.stdout!.once('close', pipeClosed);
+    child.stderr!.once('close', pipeClosed);
+    const onExit = (text: string | undefined) => {
+      if (exited) return;
+      exited = true;
+      failure = text;
+      maybeFinish();
+    };
+
+    let killMain: () => void;
+    if (!reaped) {
+      child.once('exit', (code, signal) => onExit(code === 0 ? undefined : processStateText(code, signal)));
+      killMain = () => child.kill('SIGKILL');
+    } else {
+      killMain = () => {
+        // SIGUSR1: the helper SIGKILLs the command's main process (it knows whether it still runs).
+        for (const sig of ['SIGCONT', 'SIGUSR1'] as const) {
+          try {
+            process.kill(pgid, sig);
+          } catch {
+            // the helper is gone: so is the command
+          }
+        }
+      };
+      followReaper(child, pgid, {
+        exit: onExit,
+        execFailed: (err) => {
+          if (finished) return;
+          finished = true;
+          for (const t of timers) clearTimeout(t);
+          ctx.signal.removeEventListener('abort', onAbort);
+          dropPipes();
+          untrack(pgid);
+          reject(new CmpError(forkExecText(file, err)));
+        },
+      });
+    }
 
     // Argo: exec.CommandContext SIGKILLs the main process while the plugin's goroutine sends
     // SIGTERM to the group and SIGKILL 5 s later — both at once, so either signal may win.
@@ -116,12 +180,11 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
     const onAbort = () => {
       ctxDone = true;
       ctxKilled = !exited;
-      if (ctxKilled) child.kill('SIGKILL');
+      if (ctxKilled) killMain();
       void reapGroup(pgid, GROUP_CLEANUP_MS);
       timers.push(setTimeout(dropPipes, GROUP_CLEANUP_MS + 1_000));
     };
     ctx.signal.addEventListener('abort', onAbort, { once: true });
-    child.once('exit', () => (exited = true));
 
     if (execTimeoutMs > 0) {
       timers.push(
@@ -140,10 +203,13 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
       );
     }
 
-    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
+    function maybeFinish(): void {
+      if (!exited || pipesOpen > 0 || finished) return;
+      finished = true;
       for (const t of timers) clearTimeout(t);
       ctx.signal.removeEventListener('abort', onAbort);
-      // Daemons left in the group get what Argo sends them at RPC end: SIGTERM, SIGKILL 5 s later.
+      // Daemons left in the group (and, under cmp-reap, those that left it) get what Argo sends
+      // the group at RPC end: SIGTERM, SIGKILL 5 s later.
       if (!ctxDone) {
         if (groupAlive(pgid)) void reapGroup(pgid, GROUP_CLEANUP_MS);
         else untrack(pgid);
@@ -155,19 +221,84 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions): Promise
         reject(new CmpError(`\`${args}\` failed fatal timeout after ${formatGoDuration(execTimeoutMs + fatalTimeoutMs)}`));
       } else if (timedOut) {
         reject(new CmpError(`\`${args}\` failed timeout after ${formatGoDuration(execTimeoutMs)}`));
-      } else if (code !== 0 || ctxKilled) {
+      } else if (failure !== undefined || ctxKilled) {
         // Go (1.20+) reports ctx.Err() when the kill was delivered but the process still exited 0.
-        const cause = code !== 0 ? processStateText(code, signal) : ctxErr(ctx)!.message;
+        const cause = failure ?? ctxErr(ctx)!.message;
         const trimmed = goTrimSpace(stderr.text());
         reject(new CmpError(`\`${args}\` failed ${cause}${trimmed === '' ? '' : `: ${trimmed}`}`));
       } else {
         const out = Buffer.concat(stdout, stdoutBytes);
         resolve(out.at(-1) === 0x0a ? out.subarray(0, -1) : out);
       }
-    });
+    }
     // Last, so that a throwing callback cannot leave the process unsupervised.
     opts.onSpawn?.(pgid);
   });
+}
+
+/**
+ * Read cmp-reap's status lines (fd 3, see cmp-reap.c) and its own exit. A helper that dies
+ * without reporting (killed before it could, or by the command itself) stands for the command:
+ * its exit is the command's.
+ */
+function followReaper(
+  child: ChildProcess,
+  pid: number,
+  on: { exit(failure: string | undefined): void; execFailed(err: NodeJS.ErrnoException): void },
+): void {
+  const status = child.stdio[3] as Socket;
+  let reported = false;
+  let helperExit: string | undefined | null = null;
+  let statusClosed = false;
+  let pending = '';
+  const line = (text: string) => {
+    const [what, arg] = text.split(' ');
+    const n = Number(arg);
+    if (!Number.isInteger(n) || reported) return;
+    if (what === 'pid') return setReaperGroup(pid, n);
+    reported = true;
+    if (what === 'exec') on.execFailed(errnoError(n));
+    else if (what === 'exit') on.exit(n === 0 ? undefined : processStateText(n, null));
+    else if (what === 'signal') on.exit(signalText(n));
+    else reported = false;
+  };
+  const orphaned = () => {
+    if (helperExit !== null && statusClosed && !reported) on.exit(helperExit);
+  };
+  status.setEncoding('latin1');
+  status.on('data', (chunk: string) => {
+    pending += chunk;
+    for (let i = pending.indexOf('\n'); i >= 0; i = pending.indexOf('\n')) {
+      line(pending.slice(0, i));
+      pending = pending.slice(i + 1);
+    }
+    // The command is over: a helper still waiting for daemons must not keep the server alive.
+    if (reported) {
+      status.unref();
+      child.unref();
+    }
+  });
+  status.on('error', () => {});
+  status.once('close', () => {
+    statusClosed = true;
+    orphaned();
+  });
+  child.once('exit', (code, signal) => {
+    reaperExited(pid);
+    helperExit = code === 0 ? undefined : processStateText(code, signal);
+    orphaned();
+  });
+}
+
+/** An errno number (as cmp-reap reports it) as the error Node's spawn would have thrown. */
+function errnoError(errno: number): NodeJS.ErrnoException {
+  let code: string | undefined;
+  try {
+    code = getSystemErrorName(-errno);
+  } catch {
+    code = undefined;
+  }
+  return Object.assign(new Error(`errno ${errno}`), { errno: -errno, code });
 }
 
 /**

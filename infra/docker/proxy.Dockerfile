@@ -14,7 +14,8 @@ COPY worker ./worker
 COPY proto ./proto
 # `npm ci` runs the `prepare` script, which compiles the TypeScript to dist/.
 # Only the runtime sources are copied, so `prepare` (tsc) compiles just them. No C compiler here:
-# the proxy runs no plugin in distributed mode, so it needs no cmp-trace (the build says so).
+# the proxy runs no plugin in distributed mode, so it needs no cmp-trace or cmp-reap (the build
+# says so; standalone mode uses the worker image).
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
 FROM node:20-bookworm-slim

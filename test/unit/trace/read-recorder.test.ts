@@ -1,9 +1,10 @@
-import fs from 'node:fs';
+import fs, { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { runCommand } from '../../../cmp/exec/run-command.js';
+import { BUILT_REAPER } from '../../../cmp/exec/reaper.js';
 import { ReadRecorder, type RecordedReads } from '../../../cmp/trace/read-recorder.js';
 
 const BUF = path.resolve('node_modules/@bufbuild/buf-linux-x64/bin/buf');
@@ -80,16 +81,23 @@ test('children that outlive the command run on as without the tracer; the record
     // up. On a loaded machine it may have finished by then, and all it read is in the record.
     if (late.reads.complete) assert.ok(late.reads.touched.includes('late.txt'), JSON.stringify(late.reads));
     else assert.deepEqual(late.reads, { complete: false, reason: 'processes outlived the command' });
-    // A daemon (own session, no pipes) neither holds the run up nor loses its file syscalls. The
-    // command waits until it has left the process group, which is SIGTERMed when the command ends
-    // (as Argo does; a daemon still starting would die with it, traced or not).
+    // A daemon (own session, no pipes) neither holds the run up nor loses its file syscalls. When
+    // the command ends, it gets what the command's process group gets (cmp-reap: SIGTERM, SIGKILL
+    // 5 s later, whether or not it left the group); this one ignores SIGTERM and finishes within
+    // those 5 s, after the tracer has exited, then is killed (the tracer's helper with it).
     const start = Date.now();
-    const daemon = await run(dir, '', 'setsid sh -c "touch up; sleep 3; cat a > b" </dev/null >/dev/null 2>&1 & until [ -f up ]; do sleep 0.05; done; echo ok');
+    const daemon = await run(dir, '', 'setsid sh -c "trap \'\' TERM; echo \\$\\$ > up; sleep 1; cat a > b; exec sleep 60" </dev/null >/dev/null 2>&1 & until [ -s up ]; do sleep 0.05; done; echo ok');
     assert.equal(daemon.result, 'ok');
     assert.ok(Date.now() - start < 2000, `the run waited ${Date.now() - start} ms for the daemon`);
     assert.equal(daemon.reads.complete, false);
     for (let i = 0; i < 100 && !fs.existsSync(path.join(dir, 'b')); i++) await new Promise(r => setTimeout(r, 100));
     assert.equal(fs.readFileSync(path.join(dir, 'b'), 'utf8'), 'a', 'the daemon\'s own reads and writes worked');
+    const pid = Number(fs.readFileSync(path.join(dir, 'up'), 'utf8'));
+    if (existsSync(BUILT_REAPER)) {
+      const alive = () => { try { process.kill(pid, 0); return true; } catch { return false; } };
+      for (let i = 0; i < 80 && alive(); i++) await new Promise(r => setTimeout(r, 100));
+      assert.equal(alive(), false, 'the daemon outlived the 5 s after the command');
+    }
   });
 });
 

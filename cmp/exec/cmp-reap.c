@@ -1,0 +1,301 @@
+/*
+ * cmp-reap: runs one plugin command so that every process it starts can be signalled and killed,
+ * including those that leave its process group (setsid, double fork into a new session).
+ *
+ *   cmp-reap FILE ARGV0 [ARG...]      (fd 3: the status channel to the server)
+ *   cmp-reap --probe                  (exit 0 when it can work here)
+ *
+ * Why: the server (cmp/exec/run-command.ts) used to spawn the command as the leader of its own
+ * process group and signal that group. A process that calls setsid() leaves the group and was
+ * never signalled again: it outlived timeouts, cancellation and the end of the request, and kept
+ * running next to later requests. Process groups cannot be made inescapable, and cgroups need
+ * writes a restricted pod cannot count on. A child subreaper (prctl(PR_SET_CHILD_SUBREAPER), no
+ * privilege) can: whatever a descendant does to its session or group, when its parent dies it is
+ * reparented to us, so "descendant of cmp-reap" stays true until it exits. Node cannot call
+ * prctl, hence this helper; the server runs commands plainly (group kill only) when it is not
+ * built (README: process cleanup).
+ *
+ * Shape (the server spawns us detached: we lead our own session and group W):
+ *   - we fork the command, which calls setpgid(0, 0) and execs FILE with ARGV0 ARG... and our env
+ *     and cwd: as under argocd-cmp-server (Setpgid), the command leads its own group C in a
+ *     session it does not lead, so `kill -- -$$` and `kill 0` in plugin scripts work as there.
+ *     Keeping C apart from W means no group signal aimed at the command can hit us.
+ *   - fd 3 gets one line per event, each a single write:
+ *       "pid C"       the command runs (its exec succeeded)
+ *       "exec ERRNO"  its execve failed: nothing ran (the server prints Go's fork/exec text)
+ *       "exit N" / "signal N"   the command exited; sent at once, so a daemon it left behind
+ *                     delays nothing (Argo returns when the main process is gone and the pipes
+ *                     are closed; we never hold the command's stdout/stderr ourselves)
+ *   - requests are signals, sent to our pid only (we are alone in group W):
+ *       SIGTERM  SIGTERM to group C (when it has a live member) and to every live descendant
+ *                outside C: what a group SIGTERM reached before, plus the escaped ones
+ *       SIGUSR1  SIGKILL to the command's main process (Go's exec.CommandContext on ctx done)
+ *       SIGUSR2  SIGKILL to group C and to every descendant, rescanning until none is left (a
+ *                process may fork while we kill; a SIGKILLed one cannot fork any more)
+ *     The hard kill must go through us: a SIGKILL aimed at us directly would orphan the escaped
+ *     processes before anyone killed them. The server sends SIGCONT first (a stopped helper
+ *     would not act).
+ *   - fd 3 hanging up (the server died) counts as SIGUSR2: no plugin process outlives it.
+ *   - we reap every zombie and exit once the command has exited and we have no child left:
+ *     descendants all descend from our children, so that means no descendant is left, and our
+ *     exit tells the server the whole tree is gone.
+ * Descendants are found by scanning /proc (PPid chains from us; zombies skipped). A pid read in
+ * a scan is signalled through a pidfd after checking its start time, so a pid reused meanwhile
+ * is never hit. We make ourselves non-dumpable so that same-uid code cannot ptrace us or open
+ * our /proc files; it can still SIGKILL or SIGSTOP us (see README: residual limits).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+#define STATUS_FD 3
+#define MAX_PID (1 << 22) /* PID_MAX_LIMIT on 64-bit */
+
+struct proc {
+  pid_t pid, ppid, pgrp;
+  unsigned long long start;
+  char state;
+};
+
+static pid_t self, root;
+static int status_fd = STATUS_FD;
+
+static void report(const char *what, long n) {
+  char line[48];
+  int len = snprintf(line, sizeof line, "%s %ld\n", what, n);
+  if (status_fd >= 0 && write(status_fd, line, (size_t)len) < 0) {
+    /* The server is gone: the hang-up on fd 3 is handled in the loop. */
+  }
+}
+
+/* One /proc/<pid>/stat: state, ppid, pgrp, start time. */
+static int read_stat(pid_t pid, struct proc *p) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *s = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
+  if (!s) return -1;
+  char state;
+  int ppid, pgrp;
+  unsigned long long start;
+  /* ") S ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime cutime
+   *  cstime priority nice num_threads itrealvalue starttime" */
+  if (sscanf(s + 2, "%c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+             &state, &ppid, &pgrp, &start) != 4)
+    return -1;
+  p->pid = pid;
+  p->state = state;
+  p->ppid = ppid;
+  p->pgrp = pgrp;
+  p->start = start;
+  return 0;
+}
+
+static struct proc *procs;
+static size_t nprocs, cap_procs;
+static unsigned char *ours; /* bitmap over pids: self and our descendants */
+
+/* Our live (non-zombie) descendants, in procs[0..return). */
+static size_t scan(void) {
+  nprocs = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0 || pid >= MAX_PID) continue;
+    if (nprocs == cap_procs) {
+      size_t cap = cap_procs ? cap_procs * 2 : 256;
+      struct proc *grown = realloc(procs, cap * sizeof *procs);
+      if (!grown) break;
+      procs = grown;
+      cap_procs = cap;
+    }
+    if (read_stat((pid_t)pid, &procs[nprocs]) == 0 && procs[nprocs].ppid > 0 && procs[nprocs].ppid < MAX_PID) nprocs++;
+  }
+  closedir(d);
+  memset(ours, 0, MAX_PID / 8);
+  ours[self / 8] |= (unsigned char)(1 << (self % 8));
+#define OURS(p) (ours[(p) / 8] & (1 << ((p) % 8)))
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (size_t i = 0; i < nprocs; i++) {
+      pid_t pid = procs[i].pid;
+      if (!OURS(pid) && OURS(procs[i].ppid)) {
+        ours[pid / 8] |= (unsigned char)(1 << (pid % 8));
+        changed = 1;
+      }
+    }
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < nprocs; i++)
+    if (procs[i].pid != self && OURS(procs[i].pid) && procs[i].state != 'Z' && procs[i].state != 'X') procs[n++] = procs[i];
+  return n;
+}
+
+/* Signal the process read in a scan, unless its pid now names another process. */
+static void signal_verified(const struct proc *p, int sig) {
+  int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+  if (fd < 0) {
+    if (errno != ESRCH) kill(p->pid, sig); /* no pidfds (Linux < 5.3, or filtered) */
+    return;
+  }
+  struct proc now;
+  if (read_stat(p->pid, &now) == 0 && now.start == p->start) {
+    if (syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) < 0 && errno != ESRCH) kill(p->pid, sig);
+  }
+  close(fd);
+}
+
+/* SIGTERM: the command's group as one, and every process that left it. */
+static void term_tree(void) {
+  size_t n = scan();
+  int group_alive = 0;
+  for (size_t i = 0; i < n; i++) group_alive |= procs[i].pgrp == root;
+  if (group_alive) kill(-root, SIGTERM);
+  for (size_t i = 0; i < n; i++)
+    if (procs[i].pgrp != root) signal_verified(&procs[i], SIGTERM);
+}
+
+/* One round of SIGKILL to everything; returns how many were still alive. */
+static size_t kill_tree(void) {
+  size_t n = scan();
+  for (size_t i = 0; i < n; i++)
+    if (procs[i].pgrp == root) {
+      kill(-root, SIGKILL);
+      break;
+    }
+  for (size_t i = 0; i < n; i++) signal_verified(&procs[i], SIGKILL);
+  return n;
+}
+
+static const int CAUGHT[] = {SIGCHLD, SIGTERM, SIGUSR1, SIGUSR2};
+static const int IGNORED[] = {SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU};
+#define COUNT(a) (sizeof a / sizeof a[0])
+
+static int probe(void) {
+  struct proc p;
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1)) return perror("cmp-reap: subreaper"), 1;
+  if (read_stat(getpid(), &p)) return fprintf(stderr, "cmp-reap: /proc is not readable\n"), 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--probe")) return probe();
+  if (argc < 3 || fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0) {
+    fprintf(stderr, "usage: cmp-reap FILE ARGV0 [ARG...] (with the status channel on fd 3)\n");
+    return 2;
+  }
+  self = getpid();
+  sigset_t caught, none;
+  sigemptyset(&caught);
+  sigemptyset(&none);
+  for (size_t i = 0; i < COUNT(CAUGHT); i++) sigaddset(&caught, CAUGHT[i]);
+  sigprocmask(SIG_BLOCK, &caught, NULL);
+  for (size_t i = 0; i < COUNT(IGNORED); i++) signal(IGNORED[i], SIG_IGN);
+  int sfd = signalfd(-1, &caught, SFD_CLOEXEC | SFD_NONBLOCK);
+  int errpipe[2];
+  ours = calloc(MAX_PID / 8, 1);
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) || sfd < 0 || !ours || pipe2(errpipe, O_CLOEXEC)) {
+    report("exec", errno ? errno : ENOMEM);
+    return 2;
+  }
+  prctl(PR_SET_DUMPABLE, 0);
+
+  root = fork();
+  if (root < 0) {
+    report("exec", errno);
+    return 2;
+  }
+  if (root == 0) {
+    /* The command: as the server's spawn would have started it, in a group of its own. */
+    setpgid(0, 0);
+    for (size_t i = 0; i < COUNT(IGNORED); i++) signal(IGNORED[i], SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    close(errpipe[0]);
+    if (strchr(argv[1], '/')) execv(argv[1], argv + 2);
+    else execvp(argv[1], argv + 2);
+    int err = errno;
+    if (write(errpipe[1], &err, sizeof err) < 0) {}
+    _exit(127);
+  }
+  close(errpipe[1]);
+  int err;
+  ssize_t got;
+  while ((got = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR) {}
+  close(errpipe[0]);
+  if (got == (ssize_t)sizeof err) {
+    waitpid(root, NULL, 0);
+    report("exec", err);
+    return 0;
+  }
+  report("pid", root);
+  /* Never hold the command's stdout/stderr: the server waits for them to close. */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 1);
+    dup2(null, 2);
+    close(null);
+  }
+
+  int root_done = 0, killing = 0;
+  for (;;) {
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+      if (pid == root) {
+        root_done = 1;
+        if (WIFSIGNALED(st)) report("signal", WTERMSIG(st));
+        else report("exit", WEXITSTATUS(st));
+      }
+    if (pid < 0 && errno == ECHILD && root_done) break;
+    if (killing) kill_tree();
+
+    struct pollfd fds[2] = {{sfd, POLLIN, 0}, {status_fd, 0, 0}};
+    if (poll(fds, status_fd >= 0 ? 2 : 1, killing ? 10 : -1) < 0) continue;
+    if (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL)) {
+      killing = 1;
+      status_fd = -1;
+    }
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+      switch (si.ssi_signo) {
+        case SIGTERM:
+          term_tree();
+          break;
+        case SIGUSR1:
+          if (!root_done) kill(root, SIGKILL);
+          break;
+        case SIGUSR2:
+          killing = 1;
+          break;
+      }
+    }
+  }
+  return 0;
+}

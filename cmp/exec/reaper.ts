@@ -1,0 +1,29 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/** cmp-reap as `npm run build` compiles it (cmp/exec/build-reaper.sh), next to this module. */
+export const BUILT_REAPER = fileURLToPath(new URL('./cmp-reap', import.meta.url));
+
+let probe: Promise<string | undefined> | undefined;
+
+/**
+ * The cmp-reap binary to run plugin commands under, or undefined when it is missing or cannot
+ * work here (asked once per process). Without it commands run as before: their process group is
+ * signalled, and a process that leaves the group escapes; this is said once, on stderr.
+ */
+export function usableReaper(): Promise<string | undefined> {
+  probe ??= new Promise((resolve) => {
+    execFile(BUILT_REAPER, ['--probe'], { env: {}, timeout: 10_000 }, (err, _stdout, stderr) => {
+      if (!err) return resolve(BUILT_REAPER);
+      const why = stderr.trim() || err.message;
+      process.emitWarning(
+        `cmp-reap is not usable (${why}): plugin commands run under process-group kills only, and a process that ` +
+          'leaves its group (setsid, a double fork) survives timeouts, cancellation and the end of its request. ' +
+          'Build with a C compiler (cc) to fix this.',
+        { code: 'CMP_OFFLOAD_NO_REAPER' },
+      );
+      resolve(undefined);
+    });
+  });
+  return probe;
+}
