@@ -121,7 +121,52 @@ export async function startRunner(dirs: RunnerDirs, env: Record<string, string |
     'runner ready',
     RUNNER_UID,
   );
-  return { ...s, dirs, stop: (timeoutMs = 15_000) => stopProcess(s.proc, s.exited, timeoutMs), kill: () => killProcess(s.proc, s.exited) };
+  return {
+    ...s,
+    dirs,
+    stop: (timeoutMs = 15_000) => stopProcess(s.proc, s.exited, timeoutMs),
+    // A container that dies takes every process of its PID namespace with it: the plugin's too.
+    async kill() {
+      const groups = descendantGroups(s.proc.pid!);
+      await killProcess(s.proc, s.exited);
+      for (const pgid of groups) {
+        try {
+          process.kill(-pgid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+    },
+  };
+}
+
+/** The process groups of a process's descendants (its plugin commands lead their own groups). */
+function descendantGroups(pid: number): Set<number> {
+  const children = new Map<number, { ppid: number; pgrp: number }>();
+  for (const p of fs.readdirSync('/proc').filter(d => /^\d+$/.test(d))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${p}/stat`, 'latin1');
+      const [, ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      children.set(Number(p), { ppid: Number(ppid), pgrp: Number(pgrp) });
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const own = children.get(pid)?.pgrp;
+  const found = new Set<number>([pid]);
+  const groups = new Set<number>();
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [p, { ppid, pgrp }] of children) {
+      if (!found.has(p) && found.has(ppid)) {
+        found.add(p);
+        // Not the runner's own group: that is the test's.
+        if (pgrp !== own && pgrp > 1) groups.add(pgrp);
+        grew = true;
+      }
+    }
+  }
+  return groups;
 }
 
 export async function stopProcess(proc: ChildProcess, exited: Promise<number | null>, timeoutMs: number): Promise<number | null> {

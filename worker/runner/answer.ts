@@ -2,12 +2,14 @@ import { status as Status } from '@grpc/grpc-js';
 import type { ParameterAnnouncement } from '../../proto/generated/reposerver/repository/repository.js';
 import type { PluginResult, RpcKind } from '../../cmp/plugin/request.js';
 import type { RecordedReads } from '../../cmp/trace/read-recorder.js';
+import { STAGES, type Stage } from '../../cmp/observe/metrics.js';
 import { ProtocolError, READ_PATH_MAX_BYTES, RUNNER_PROTOCOL_VERSION } from './protocol.js';
 
 /** A validated answer: the plugin's result (and reads when asked), or the executor's failure. */
-export type CheckedAnswer =
+export type CheckedAnswer = { stages: [Stage, number][] } & (
   | { ok: true; result: PluginResult; reads: RecordedReads | undefined }
-  | { ok: false; code: Status; message: string };
+  | { ok: false; code: Status; message: string }
+);
 
 /**
  * Check an ANSWER payload as hostile input: JSON of exactly the shape the proxy's encoder and
@@ -23,18 +25,35 @@ export function checkAnswer(payload: Buffer, kind: RpcKind, readsAsked: boolean,
   }
   if (!isObject(a)) throw new ProtocolError('the answer is not an object');
   if (a.v !== RUNNER_PROTOCOL_VERSION) throw new ProtocolError(`the answer is not of protocol version ${RUNNER_PROTOCOL_VERSION}`);
+  const stages = checkStages(a.stages);
   if (a.ok === false) {
     if (!Number.isInteger(a.code) || (a.code as number) < 1 || (a.code as number) > 16) throw new ProtocolError('the failure has no valid status code');
     if (typeof a.message !== 'string') throw new ProtocolError('the failure has no message');
-    return { ok: false, code: a.code as Status, message: a.message };
+    return { ok: false, code: a.code as Status, message: a.message, stages };
   }
   if (a.ok !== true) throw new ProtocolError('the answer is neither a result nor a failure');
   const result = checkResult(a.result, kind);
   if (!readsAsked) {
     if (a.reads !== undefined) throw new ProtocolError('the answer has reads that were not asked for');
-    return { ok: true, result, reads: undefined };
+    return { ok: true, result, reads: undefined, stages };
   }
-  return { ok: true, result, reads: a.reads === undefined ? undefined : checkReads(a.reads, maxPaths) };
+  return { ok: true, result, reads: a.reads === undefined ? undefined : checkReads(a.reads, maxPaths), stages };
+}
+
+/** A day in ms: no stage of one run lasts longer. */
+const MAX_STAGE_MS = 86_400_000;
+
+function checkStages(s: unknown): [Stage, number][] {
+  if (s === undefined) return [];
+  if (!isObject(s)) throw new ProtocolError('the stages are not an object');
+  const out: [Stage, number][] = [];
+  for (const [k, v] of Object.entries(s)) {
+    if (!(STAGES as readonly string[]).includes(k) || typeof v !== 'number' || !(v >= 0 && v <= MAX_STAGE_MS)) {
+      throw new ProtocolError('the stages are not durations of known stages');
+    }
+    out.push([k as Stage, v]);
+  }
+  return out;
 }
 
 function checkResult(r: unknown, kind: RpcKind): PluginResult {

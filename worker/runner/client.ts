@@ -6,6 +6,8 @@ import { CmpError, messageOf } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
 import type { ReadSink } from '../../cmp/plugin/execute.js';
 import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
+import { currentTrace, noteExecFailure } from '../../cmp/observe/request-trace.js';
+import { observeStage } from '../../cmp/observe/metrics.js';
 import { InfraError, type Execute } from '../processor.js';
 import { checkAnswer } from './answer.js';
 import {
@@ -109,7 +111,13 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
       }
       try {
         const a = checkAnswer(frames[0]!.payload, req.kind, sink !== undefined, opts.maxPaths);
-        if (!a.ok) return finish(new CmpError(a.message, a.code));
+        // The runner's stage timings and command failures feed the worker's log line and metrics.
+        const trace = currentTrace();
+        for (const [stage, ms] of a.stages) trace ? trace.addStage(stage, ms) : observeStage(stage, ms);
+        if (!a.ok) {
+          if (COMMAND_FAILED.test(a.message)) noteExecFailure(a.message, ctx.signal.aborted, a.code === Status.RESOURCE_EXHAUSTED);
+          return finish(new CmpError(a.message, a.code));
+        }
         if (sink) sink.reads = a.reads;
         return finish(undefined, a.result);
       } catch (err) {
@@ -121,6 +129,9 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
     socket.on('close', () => infra('the connection closed before an answer (runner stopped or crashed?)'));
   });
 }
+
+/** How a plugin command's failure reads (go-exec-errors): `` `argv` failed … ``. */
+const COMMAND_FAILED = /` failed /;
 
 /** The tarball in DATA frames, waiting for the socket to drain as it goes. */
 async function sendTarball(socket: net.Socket, tgzPath: string): Promise<void> {

@@ -6,6 +6,7 @@ import { canceled, codeOf, deadlineExceeded, messageOf, ourError } from '../../c
 import type { Logger } from '../../cmp/log.js';
 import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/execute.js';
 import type { PluginRequest } from '../../cmp/plugin/request.js';
+import { RequestTrace, withTrace } from '../../cmp/observe/request-trace.js';
 import {
   CANCEL_FRAME_MAX,
   DATA_FRAME_MAX,
@@ -134,13 +135,16 @@ export class RunnerConnection {
     const h = this.header!;
     const req: PluginRequest = { kind: h.kind, appRelPath: h.appRelPath, env: h.env };
     const sink: ReadSink | undefined = h.recordReads ? {} : undefined;
+    const trace = new RequestTrace();
     let answer: RunnerAnswer;
     try {
-      const result = await executeRequest(this.deps.engine, req, this.tgzPath, { signal: this.ac.signal, deadline: undefined }, sink);
+      const ctx = { signal: this.ac.signal, deadline: undefined };
+      const result = await withTrace(trace, () => executeRequest(this.deps.engine, req, this.tgzPath, ctx, sink));
       answer = { v: RUNNER_PROTOCOL_VERSION, ok: true, result, ...(sink?.reads ? { reads: sink.reads } : {}) };
     } catch (err) {
       answer = failure(err);
     }
+    answer.stages = trace.stagesMs;
     this.running = false;
     this.answer(answer);
     await this.cleanUp();

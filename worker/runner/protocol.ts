@@ -59,10 +59,14 @@ export interface RunnerRequest {
   size: number;
 }
 
-/** The runner's one answer: the executor's result (and reads when asked), or its failure. */
-export type RunnerAnswer =
-  | { v: number; ok: true; result: unknown; reads?: unknown }
-  | { v: number; ok: false; code: number; message: string };
+/**
+ * The runner's one answer: the executor's result (and reads when asked), or its failure; with
+ * the durations of the run's stages (extract, exec, split), for the worker's metrics and log.
+ */
+export type RunnerAnswer = { v: number; stages?: Record<string, number> } & (
+  | { ok: true; result: unknown; reads?: unknown }
+  | { ok: false; code: number; message: string }
+);
 
 export class ProtocolError extends Error {}
 
