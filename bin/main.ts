@@ -3,6 +3,7 @@ const USAGE = `usage: cmp-offload <command> [flags]
 commands:
   proxy     serve the CMP gRPC contract on the plugin socket (drop-in for argocd-cmp-server)
   worker    run plugin jobs from the Redis queue (distributed mode, CMP_OFFLOAD_REDIS_URL)
+  runner    run a worker's plugin commands, without credentials, on CMP_OFFLOAD_RUNNER_SOCKET
   cache     stats | purge [--app NAME | --plugin NAME | --all]: the shared output cache in Redis
   generate  pack a directory like the repo-server and call GenerateManifest
   match     ... MatchRepository
@@ -21,6 +22,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('../proxy/main.js')).runProxy(rest);
       case 'worker':
         return await (await import('../worker/main.js')).runWorker(rest);
+      case 'runner':
+        return await (await import('../worker/runner/main.js')).runRunner(rest);
       case 'cache':
         return await (await import('../cmp/queue/cache-cli.js')).runCacheCommand(rest, { stdout: process.stdout, stderr: process.stderr });
       case 'generate':

@@ -127,6 +127,12 @@ export const OUR_ERRORS = {
       `cmp-offload: plugin configuration mismatch between proxy and worker (version skew): the proxy's plugin.yaml of ` +
       `${plugin} has spec digest ${proxyDigest}, the worker's has ${workerDigest}; roll out the same plugin.yaml to both`,
   },
+  runnerSkew: {
+    code: Status.FAILED_PRECONDITION,
+    text: (workerDigest: string, runnerDigest: string) =>
+      `cmp-offload: plugin configuration mismatch between worker and runner: the worker's plugin.yaml has spec digest ` +
+      `${workerDigest}, the runner's has ${runnerDigest}; mount the same plugin.yaml in both containers`,
+  },
   extractionCrashed: {
     code: Status.INTERNAL,
     text: (detail: string) => `extraction worker failed: ${detail}`,

@@ -11,13 +11,13 @@ export interface Started {
 }
 
 /**
- * What `proxy` and `worker` both do first, like argocd-cmp-server: parse the flags
+ * What `proxy`, `worker` and `runner` all do first, like argocd-cmp-server: parse the flags
  * (`--config-dir-path`, `--loglevel`, `--logformat`), compile the options once, read and
  * validate plugin.yaml. `check` adds the role's own refusals. Throws with the message to print.
  */
 export async function startProcess(
   argv: string[],
-  role: 'proxy' | 'worker',
+  role: 'proxy' | 'worker' | 'runner',
   check: (options: Engine['options']) => void,
 ): Promise<Started> {
   const { values } = parseArgs({

@@ -13,19 +13,22 @@ export interface WorkerHttpDeps {
   queue: string;
   /** False once the worker stops fetching jobs (shutdown). */
   running(): boolean;
+  /** Runner mode: whether the runner's socket accepts a connection. */
+  runnerUp?(): Promise<boolean>;
   /** Set to mount the bull-board dashboard at /queues behind this token. */
   dashboard?: { token: string; queue: Queue };
 }
 
 /**
- * The worker's HTTP app: /healthz, /readyz (both Redis connections up and the worker fetching
- * jobs), /metrics (with the queue depth read at scrape time) and the optional dashboard.
+ * The worker's HTTP app: /healthz, /readyz (both Redis connections up, the worker fetching
+ * jobs and, in runner mode, the runner's socket accepting connections), /metrics (with the queue depth read at scrape time) and the optional dashboard.
  */
 export async function buildWorkerHttpApp(deps: WorkerHttpDeps): Promise<FastifyInstance> {
   const app = buildOpsApp({
     checks: [
       { name: 'redis', ok: () => deps.redis.status === 'ready' && deps.blocking.status === 'ready' },
       { name: 'worker', ok: () => deps.running() },
+      ...(deps.runnerUp ? [{ name: 'runner', ok: deps.runnerUp }] : []),
     ],
     async beforeScrape() {
       metrics.redisConnected.set(deps.redis.status === 'ready' && deps.blocking.status === 'ready' ? 1 : 0);

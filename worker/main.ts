@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
+import { IN_PROCESS } from '../cmp/config/options.js';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { extractPool } from '../cmp/tar/extract-pool.js';
@@ -12,11 +13,13 @@ import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
 import { executeRequest } from '../cmp/plugin/execute.js';
 import { createProcessor, type AbortReason, type Execute } from './processor.js';
+import { runnerAccepts, runnerExecute } from './runner/client.js';
 
 /**
  * `cmp-offload worker`: the composition root of a worker process. Reads the same plugin.yaml as
  * the proxy, consumes the plugin's queue with CMP_OFFLOAD_CONCURRENCY jobs at once, obeys
- * cross-process cancel requests, and on SIGTERM stops fetching, lets running jobs finish within
+ * cross-process cancel requests, has each job's plugin commands run by the runner on
+ * CMP_OFFLOAD_RUNNER_SOCKET (or in-process where configured so), and on SIGTERM stops fetching, lets running jobs finish within
  * CMP_OFFLOAD_SHUTDOWN_GRACE, then cancels them (they are retried elsewhere) and kills what
  * their commands left. Returns the process exit code.
  */
@@ -28,6 +31,12 @@ export async function runWorker(argv: string[]): Promise<number> {
       if (!options.redis.signingKey) {
         throw new Error('cmp-offload worker needs a signing key: set CMP_OFFLOAD_SIGNING_KEY or CMP_OFFLOAD_SIGNING_KEY_FILE');
       }
+      if (options.runnerSocket === undefined) {
+        throw new Error(
+          `cmp-offload worker needs CMP_OFFLOAD_RUNNER_SOCKET: the socket path of the runner container that runs plugin commands ` +
+            `without credentials, or ${IN_PROCESS} to run them inside the worker (single-tenant installs only: plugin code can then read the worker's credentials)`,
+        );
+      }
     });
     await fs.rm(started.engine.options.workRoot, { recursive: true, force: true });
     await fs.mkdir(started.engine.options.workRoot, { recursive: true, mode: 0o700 });
@@ -36,8 +45,12 @@ export async function runWorker(argv: string[]): Promise<number> {
     return 1;
   }
   const { log, engine } = started;
-  extractPool.warm();
   const { options } = engine;
+  const runnerSocket = options.runnerSocket === IN_PROCESS ? undefined : options.runnerSocket!;
+  if (!runnerSocket) {
+    extractPool.warm();
+    log.warn('plugin commands run inside the worker (CMP_OFFLOAD_RUNNER_SOCKET=in-process): they can read its Redis URL and signing key; trust every repository or use a runner');
+  }
   const ro = options.redis!;
   const signingKey = ro.signingKey!;
   const queue = queueNameOf(socketFileName(engine.config));
@@ -45,8 +58,18 @@ export async function runWorker(argv: string[]): Promise<number> {
   const onRedisError = (err: Error) => log.debug({ err: err.message }, 'redis connection error');
 
   const redis = connectRedis(ro, 'command', onRedisError);
-  const execute: Execute = (req, tgzPath, ctx, sink) => executeRequest(engine, req, tgzPath, ctx, sink);
-  const processor = createProcessor({ engine, execute, redis, keys, queue, specDigest: pluginSpecDigest(engine.config), signingKey, log });
+  const specDigest = pluginSpecDigest(engine.config);
+  const execute: Execute = runnerSocket
+    ? runnerExecute({
+        socketPath: runnerSocket,
+        specDigest,
+        outputBytes: options.limits.outputBytes,
+        maxPaths: options.cache.trace.maxPaths,
+        cancelGraceMs: options.execFatalTimeoutMs + 5_000,
+        log,
+      })
+    : (req, tgzPath, ctx, sink) => executeRequest(engine, req, tgzPath, ctx, sink);
+  const processor = createProcessor({ engine, execute, redis, keys, queue, specDigest, signingKey, log });
   const workerConnection = connectRedis(ro, 'blocking', onRedisError);
   const worker = new Worker(queue, processor, {
     connection: workerConnection,
@@ -96,10 +119,11 @@ export async function runWorker(argv: string[]): Promise<number> {
       prefix: ro.prefix,
       queue,
       running: () => !stopping && worker.isRunning(),
+      ...(runnerSocket ? { runnerUp: () => runnerAccepts(runnerSocket, 1_000) } : {}),
       ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
     }),
   );
-  log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency }, 'worker ready');
+  log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency, runner: options.runnerSocket }, 'worker ready');
 
   await new Promise<void>(resolve => {
     const onSignal = (signal: NodeJS.Signals) => {

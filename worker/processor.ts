@@ -29,6 +29,13 @@ export type AbortReason = 'deadline' | 'canceled' | 'shutdown';
  */
 export type Execute = (req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink) => Promise<PluginResult>;
 
+/**
+ * What an `Execute` throws for trouble that is not the plugin's (the runner unreachable, dead,
+ * or answering nonsense): the job is retried like any infrastructure failure. Its text is
+ * ours, never the plugin's or the runner's. Anything else it throws is the plugin's failure.
+ */
+export class InfraError extends Error {}
+
 export interface ProcessorDeps {
   engine: Engine;
   execute: Execute;
@@ -147,6 +154,7 @@ export function createProcessor(deps: ProcessorDeps) {
         result = await deps.execute(requestOf(data), tgzPath, ctx, sink);
       } catch (err) {
         if (shutdown) throw new Error('cmp-offload: worker shutting down');
+        if (err instanceof InfraError) throw err;
         throw fail(jobId, binding, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });
       }
       if (sink) {

@@ -13,7 +13,7 @@ const PLUGIN = pluginYaml('mem', `generate:\n  command: [sh, -c, "wc -c < big.bi
 
 export const memory: Scenario = {
   name: 'memory',
-  title: 'RSS growth of the proxy and of the worker while a large incompressible tarball goes through (distributed mode)',
+  title: 'RSS growth of the proxy, the worker and its runner while a large incompressible tarball goes through (distributed mode)',
   async run(opts) {
     // 500 MiB, not 512: distributed mode keeps a tarball in one Redis string, and Redis refuses
     // strings over 512 MB (proto-max-bulk-len), which a 512 MiB tarball exceeds (README: findings).
@@ -25,13 +25,13 @@ export const memory: Scenario = {
       // A first small request loads every code path, so the baseline includes what any request loads.
       const small = await randomTarball(opts.outDir, 'memory-warmup', MiB);
       await callClientStream(client.raw, 'generateManifest', tarballMessages(small, 64 * 1024));
-      const pids = { proxy: d.proxy.proc.pid!, worker: d.workers[0]!.proc.pid! };
-      const base = { proxy: rssBytes(pids.proxy), worker: rssBytes(pids.worker) };
-      const sampler = new RssSampler([pids.proxy, pids.worker]);
+      const pids = { proxy: d.proxy.proc.pid!, worker: d.workers[0]!.proc.pid!, runner: d.workers[0]!.runner!.proc.pid! };
+      const base = { proxy: rssBytes(pids.proxy), worker: rssBytes(pids.worker), runner: rssBytes(pids.runner) };
+      const sampler = new RssSampler([pids.proxy, pids.worker, pids.runner]);
       const res = await callClientStream(client.raw, 'generateManifest', tarballMessages(t, 64 * 1024));
       const peak = sampler.stop();
       if (!('value' in res) || res.value.manifests[0] !== `{"size":${size}}`) throw new Error(`unexpected answer: ${JSON.stringify(res)}`);
-      return (['proxy', 'worker'] as const).map(who => {
+      return (['proxy', 'worker', 'runner'] as const).map(who => {
         const growth = peak.get(pids[who])! - base[who];
         return row({
           scenario: 'memory',

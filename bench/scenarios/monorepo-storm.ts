@@ -1,8 +1,7 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { startDistributed } from '../../test/helpers/distributed.js';
 import { openCmpClient } from '../../test/helpers/grpc-client.js';
+import { pluginWritableTempDir } from '../../test/helpers/runner-process.js';
 import { commitChange, executions, makeMonorepo, packPerApp, refreshAll, STORM_PLUGIN } from '../lib/monorepo.js';
 import { fmt } from '../lib/stats.js';
 import { row, type Scenario } from '../lib/types.js';
@@ -13,7 +12,7 @@ const APPS = 200;
 /** One storm: refresh all apps at commit A, change one app, refresh all again; executions and wall time of the second refresh. */
 async function storm(cache: 'on' | 'off', apps: number): Promise<{ runs: number; ms: number }> {
   const repo = makeMonorepo(apps);
-  const markers = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-storm-'));
+  const markers = pluginWritableTempDir('cmp-storm-');
   const d = await startDistributed({ pluginYaml: STORM_PLUGIN, socketName: 'storm.sock', workers: 2, env: { MARKERS: markers, CMP_OFFLOAD_CACHE: cache } });
   const client = openCmpClient(d.proxy.socketPath);
   try {

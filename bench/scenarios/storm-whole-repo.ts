@@ -1,10 +1,10 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { startDistributed, type Distributed } from '../../test/helpers/distributed.js';
 import { openCmpClient, type CmpTestClient } from '../../test/helpers/grpc-client.js';
 import { appName, checkout, countRuns, generateApp, KUSTOMIZE_LIKE, monorepoFiles, usesBase } from '../../test/helpers/monorepo.js';
 import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
+import { pluginWritableTempDir } from '../../test/helpers/runner-process.js';
 import { pool } from '../../test/helpers/pool.js';
 import { fmt } from '../lib/stats.js';
 import { row, type Scenario } from '../lib/types.js';
@@ -33,7 +33,7 @@ interface Storm {
  * touching `base/` (read by every fifth app), each with a new revision as Argo sends it.
  */
 async function storm(cache: CacheMode, apps: number): Promise<Storm> {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-storm-whole-'));
+  const work = pluginWritableTempDir('cmp-storm-whole-');
   const counter = path.join(work, 'runs');
   const checkoutDir = path.join(work, 'checkout');
   const files = monorepoFiles(apps);

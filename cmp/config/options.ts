@@ -68,7 +68,17 @@ export interface Options {
   dashboardToken: string | undefined;
   /** Distributed mode (architecture §5): set when CMP_OFFLOAD_REDIS_URL is, else standalone. */
   redis: RedisOptions | undefined;
+  /**
+   * CMP_OFFLOAD_RUNNER_SOCKET: where a worker's plugin commands run. An absolute path: the unix
+   * socket of the runner (worker/runner), which the runner listens on and the worker connects
+   * to; or `in-process` (`IN_PROCESS`): inside the worker, for single-tenant installs only.
+   * Undefined when unset: the worker and the runner refuse to start without it.
+   */
+  runnerSocket: string | undefined;
 }
+
+/** CMP_OFFLOAD_RUNNER_SOCKET's value for plugin commands run inside the worker process. */
+export const IN_PROCESS = 'in-process';
 
 /** The settings of distributed mode, shared by proxy, worker and the `cache` CLI. */
 export interface RedisOptions {
@@ -106,7 +116,7 @@ export interface HttpAddress {
 }
 
 /** The process kinds whose HTTP port has a default (CMP_OFFLOAD_HTTP_ADDR). */
-export const DEFAULT_HTTP_ADDR = { proxy: ':9101', worker: ':9102' } as const;
+export const DEFAULT_HTTP_ADDR = { proxy: ':9101', worker: ':9102', runner: 'off' } as const;
 
 export const DEFAULT_CONFIG_DIR = '/home/argocd/cmp-server/config';
 export const DEFAULT_SOCKET_DIR = '/home/argocd/cmp-server/plugins';
@@ -157,6 +167,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     http: httpAddress(env.CMP_OFFLOAD_HTTP_ADDR || (flags.role ? DEFAULT_HTTP_ADDR[flags.role] : 'off')),
     dashboardToken: secretSetting(env, 'CMP_OFFLOAD_DASHBOARD_TOKEN', 'the dashboard token'),
     redis: redisOptions(env),
+    runnerSocket: runnerSocket(env.CMP_OFFLOAD_RUNNER_SOCKET),
   };
   return deepFreeze(options);
 }
@@ -195,6 +206,18 @@ function redisOptions(env: Env): RedisOptions | undefined {
     stalledIntervalMs,
     jobAttempts: integer(env, 'CMP_OFFLOAD_JOB_ATTEMPTS', 3, 1),
   };
+}
+
+/** Longest unix socket path Linux accepts (sun_path is 108 bytes with its NUL). */
+const MAX_SOCKET_PATH_BYTES = 107;
+
+function runnerSocket(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  if (raw === IN_PROCESS) return raw;
+  if (!path.isAbsolute(raw) || Buffer.byteLength(raw) > MAX_SOCKET_PATH_BYTES || raw.includes('\0')) {
+    fail('CMP_OFFLOAD_RUNNER_SOCKET', raw, `an absolute socket path of at most ${MAX_SOCKET_PATH_BYTES} bytes, or ${IN_PROCESS}`);
+  }
+  return path.normalize(raw);
 }
 
 /** `off`, `:9101`, `127.0.0.1:9101` or `[::1]:9101` (port 0 = any free port). */

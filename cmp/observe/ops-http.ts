@@ -3,10 +3,10 @@ import type { HttpAddress } from '../config/options.js';
 import type { Logger } from '../log.js';
 import { registry } from './metrics.js';
 
-/** One readiness condition: a name and whether it holds now. */
+/** One readiness condition: a name and whether it holds now (may be asked of another process). */
 export interface ReadinessCheck {
   name: string;
-  ok(): boolean;
+  ok(): boolean | Promise<boolean>;
 }
 
 export interface OpsHttpOptions {
@@ -28,7 +28,8 @@ export function buildOpsApp(opts: OpsHttpOptions): FastifyInstance {
   const app = Fastify({ logger: false });
   app.get('/healthz', async (_req, reply) => reply.type('text/plain').send('ok\n'));
   app.get('/readyz', async (_req, reply) => {
-    const failed = opts.checks.filter(c => !c.ok()).map(c => c.name);
+    const results = await Promise.all(opts.checks.map(c => c.ok()));
+    const failed = opts.checks.filter((_, i) => !results[i]).map(c => c.name);
     if (failed.length > 0) return reply.code(503).type('text/plain').send(`not ready: ${failed.join(', ')}\n`);
     return reply.type('text/plain').send('ok\n');
   });

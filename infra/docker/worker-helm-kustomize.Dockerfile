@@ -1,5 +1,6 @@
-# Example plugin image: the cmp-offload worker base plus helm and kustomize. Copy this file for
-# your own tools: switch to root, install, switch back to uid 999. Pin versions and checksums
+# Example plugin image: the cmp-offload worker base plus helm and kustomize: the tools are the
+# runner's (the worker pod's container that runs plugin commands), and the same image serves the
+# worker container too. Copy this file for your own tools: switch to root, install, switch back to uid 999. Pin versions and checksums
 # (the official release pages publish them) so that a rebuilt image renders the same output,
 # and set CMP_OFFLOAD_CACHE_SALT to the image tag so that a tool upgrade invalidates the cache.
 # Build (no context needed):

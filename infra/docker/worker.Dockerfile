@@ -1,6 +1,7 @@
-# cmp-offload worker base image: runs `cmp-offload worker` under tini as PID 1, so that plugin
-# commands' orphaned children are reaped and signals reach node (argocd-cmp-server has its own
-# zombie reaper; a Node process does not).
+# cmp-offload worker base image: runs `cmp-offload worker` or `cmp-offload runner` (the worker pod runs
+# it twice: the worker holds the credentials, the runner runs the plugin's commands and holds none)
+# under tini as PID 1, so that plugin commands' orphaned children are reaped and signals reach
+# node (argocd-cmp-server has its own zombie reaper; a Node process does not).
 # Build from the repository root:
 #   docker build -f infra/docker/worker.Dockerfile -t ghcr.io/cmp-offload/cmp-offload-worker:0.1.0 .
 # It carries no plugin tools: build your own image FROM it and add them (see

@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -7,13 +6,14 @@ import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../he
 import { makeRepo, packRepo } from '../helpers/repo.js';
 import { MODES, startCmp, type CmpServer } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 /**
  * The output cache (architecture §4): keyed by the tree's content (not the tarball bytes), the
  * plugin, the app path and the env; a hit returns the fresh run's exact bytes; identical
  * requests in flight run once. Every execution appends a line to a counter file.
  */
-const counterDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-cache-'));
+const counterDir = pluginWritableTempDir('cmp-cache-');
 after(() => fs.rmSync(counterDir, { recursive: true, force: true }));
 
 const GENERATE = `generate:

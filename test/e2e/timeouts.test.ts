@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,6 +7,7 @@ import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../he
 import { tarballOf } from '../helpers/repo.js';
 import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 /**
  * Exec timeouts (our deliberate difference, architecture §2.1) and the caller's deadline
@@ -15,7 +15,7 @@ import { pluginYaml } from '../helpers/plugin-yaml.js';
  * grandchild that would write `<marker>.late` after the kill: the file never appearing proves
  * the whole process tree died.
  */
-const markerDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-timeouts-'));
+const markerDir = pluginWritableTempDir('cmp-timeouts-');
 
 // sh traps TERM (ignores it) and starts a grandchild that also ignores TERM and writes the
 // marker 3 s later; the main shell then sleeps far longer than any timeout.

@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -7,6 +6,7 @@ import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { appName, checkout, countRuns, generateApp, KUSTOMIZE_LIKE, monorepoFiles, PRINTS_REVISION, usesBase } from '../helpers/monorepo.js';
 import { MODES, startCmp, type CmpServer } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 /**
  * The input-traced cache (CMP_OFFLOAD_CACHE=traced) on a 50-app monorepo, whole repo sent per
@@ -15,7 +15,7 @@ import { pluginYaml } from '../helpers/plugin-yaml.js';
  */
 const APPS = 50;
 const ALL = Array.from({ length: APPS }, (_, i) => appName(i + 1));
-const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-traced-'));
+const work = pluginWritableTempDir('cmp-traced-');
 after(() => fs.rmSync(work, { recursive: true, force: true }));
 
 let serial = 0;

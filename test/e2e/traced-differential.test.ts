@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,6 +11,7 @@ import { rng } from '../helpers/rng.js';
 import { appName, checkout, countRuns, generateApp, KUSTOMIZE_LIKE, monorepoFiles } from '../helpers/monorepo.js';
 import { MODES, startCmp } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 /**
  * Differential test of the traced cache: a random sequence of commits (edits, adds, deletes,
@@ -43,7 +43,7 @@ function freshRun(dir: string, app: string, counter: string): Promise<{ manifest
   });
 }
 
-const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-traced-diff-'));
+const work = pluginWritableTempDir('cmp-traced-diff-');
 after(() => fs.rmSync(work, { recursive: true, force: true }));
 
 type Tree = { files: Record<string, string>; modes: Record<string, number> };

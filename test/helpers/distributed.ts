@@ -17,6 +17,8 @@ export interface DistributedOptions {
   workerEnv?: Record<string, string>;
   /** A different plugin.yaml for the workers (version skew tests). */
   workerPluginYaml?: string;
+  /** A different plugin.yaml for the workers' runners (worker/runner skew tests). */
+  runnerPluginYaml?: string;
   /** Extra files for the config dirs. */
   files?: Record<string, string>;
 }
@@ -36,7 +38,8 @@ export interface Distributed {
 }
 
 /**
- * Distributed mode in one call: a throwaway redis-server, N `cmp-offload worker` processes and a
+ * Distributed mode in one call: a throwaway redis-server, N `cmp-offload worker` processes (each
+ * with its `cmp-offload runner`, see worker-process.ts) and a
  * `cmp-offload proxy` in distributed mode for the given plugin.yaml. Lock and stall intervals
  * are short so that crash recovery fits a test. Everything is torn down by `stop()`.
  */
@@ -54,6 +57,7 @@ export async function startDistributed(opts: DistributedOptions): Promise<Distri
   const addWorker = async (extra: Record<string, string> = {}) => {
     const w = await startWorker({
       pluginYaml: opts.workerPluginYaml ?? opts.pluginYaml,
+      runnerPluginYaml: opts.runnerPluginYaml,
       env: { ...env, ...opts.workerEnv, ...extra },
       files: opts.files,
     });

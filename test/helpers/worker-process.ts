@@ -1,19 +1,27 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BIN } from './paths.js';
+import { killProcess, runnerDirs, spawnService, startRunner, stopProcess, type RunnerDirs, type RunnerProcess } from './runner-process.js';
 
 export interface WorkerProcess {
   proc: ChildProcess;
+  /**
+   * Its temp dir. `<base>/work` is the work dir plugin commands see (ARGOCD_CMP_WORKDIR: the
+   * runner's, or the worker's own when it runs them in-process).
+   */
   base: string;
+  /** Its runner (default), else undefined. */
+  runner: RunnerProcess | undefined;
+  /** Start a runner again in the same dirs after `runner.kill()` (a restarted container). */
+  restartRunner(): Promise<RunnerProcess>;
   /** Everything the process wrote to stderr (its JSON log lines) so far. */
   stderr(): string;
   /** Resolves with the exit code once the process has exited. */
   exited: Promise<number | null>;
-  /** SIGTERM and wait for the exit code (SIGKILL after `timeoutMs`). */
+  /** SIGTERM worker and runner, and wait for the worker's exit code (SIGKILL after `timeoutMs`). */
   stop(timeoutMs?: number): Promise<number | null>;
-  /** SIGKILL at once, as a crashed pod would go. */
+  /** SIGKILL worker and runner at once, as a crashed pod would go. */
   kill(): Promise<void>;
 }
 
@@ -21,50 +29,67 @@ export interface WorkerStartOptions {
   pluginYaml: string;
   env?: Record<string, string>;
   files?: Record<string, string>;
+  /**
+   * Where plugin commands run: `process` (default) starts a `cmp-offload runner` next to the
+   * worker, as the pod's second container; `in-process` runs them in the worker; `unset` leaves
+   * CMP_OFFLOAD_RUNNER_SOCKET to `env`.
+   */
+  runner?: 'process' | 'in-process' | 'unset';
+  /** A different plugin.yaml for the runner (skew tests). */
+  runnerPluginYaml?: string;
 }
 
-/** Start `bin/cmp-offload worker` with its own config and work dirs, and wait until it says it is ready. */
+/**
+ * Start `bin/cmp-offload worker` with its own config and work dirs, and by default its runner
+ * (its own config copy and work dir, the test's env minus the credentials, another uid when
+ * the tests run as root: see runner-process.ts); wait until both say they are ready.
+ */
 export async function startWorker(opts: WorkerStartOptions): Promise<WorkerProcess> {
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-worker-'));
+  const cleanup = () => fs.rmSync(base, { recursive: true, force: true });
+  const mode = opts.runner ?? 'process';
   const configDir = path.join(base, 'config');
-  const workDir = path.join(base, 'work');
+  const workDir = path.join(base, mode === 'process' ? 'worker-work' : 'work');
   for (const d of [configDir, workDir]) fs.mkdirSync(d);
   fs.writeFileSync(path.join(configDir, 'plugin.yaml'), opts.pluginYaml);
   for (const [name, text] of Object.entries(opts.files ?? {})) fs.writeFileSync(path.join(configDir, name), text);
-  const proc = spawn(process.execPath, [BIN, 'worker', '--config-dir-path', configDir], {
-    env: { ...process.env, ARGOCD_CMP_WORKDIR: workDir, ARGOCD_CMP_SERVER_LOGLEVEL: 'info', ...opts.env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>(resolve => proc.once('exit', code => resolve(code)));
-  const deadline = Date.now() + 45_000;
-  while (!stderr.includes('"worker ready"')) {
-    if (proc.exitCode !== null || Date.now() > deadline) {
-      proc.kill('SIGKILL');
-      fs.rmSync(base, { recursive: true, force: true });
-      throw new Error(`worker did not start (exit ${proc.exitCode}): ${stderr}`);
+  const testEnv = { ...process.env, ARGOCD_CMP_SERVER_LOGLEVEL: 'info', ...opts.env };
+
+  let dirs: RunnerDirs | undefined;
+  let runner: RunnerProcess | undefined;
+  let worker;
+  try {
+    if (mode === 'process') {
+      dirs = runnerDirs(base, opts.runnerPluginYaml ?? opts.pluginYaml, opts.files);
+      runner = await startRunner(dirs, testEnv);
     }
-    await new Promise(r => setTimeout(r, 20));
+    const runnerSetting = dirs ? { CMP_OFFLOAD_RUNNER_SOCKET: dirs.socketPath } : mode === 'in-process' ? { CMP_OFFLOAD_RUNNER_SOCKET: 'in-process' } : {};
+    worker = await spawnService(['worker', '--config-dir-path', configDir], { ...testEnv, ARGOCD_CMP_WORKDIR: workDir, ...runnerSetting }, 'worker ready');
+  } catch (err) {
+    if (runner) await runner.kill();
+    cleanup();
+    throw err;
   }
-  const cleanup = () => fs.rmSync(base, { recursive: true, force: true });
-  return {
+  const { proc, exited } = worker;
+  const handle: WorkerProcess = {
     proc,
     base,
-    stderr: () => stderr,
+    runner,
+    async restartRunner() {
+      handle.runner = await startRunner(dirs!, testEnv);
+      return handle.runner;
+    },
+    stderr: worker.stderr,
     exited,
     async stop(timeoutMs = 15_000) {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
-      const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
-      const code = await exited;
-      clearTimeout(timer);
+      const [code] = await Promise.all([stopProcess(proc, exited, timeoutMs), handle.runner?.stop(timeoutMs)]);
       cleanup();
       return code;
     },
     async kill() {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-      await exited;
+      await Promise.all([killProcess(proc, exited), handle.runner?.kill()]);
       cleanup();
     },
   };
+  return handle;
 }

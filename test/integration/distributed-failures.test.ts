@@ -11,9 +11,10 @@ import { BIN } from '../helpers/paths.js';
 import { startRedis } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
 import { endsOf, generateCall, markerPlugin, startsOf, until } from './distributed-helpers.js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 const QUEUE = 'qfail';
-const markers = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-markers-'));
+const markers = pluginWritableTempDir('cmp-markers-');
 after(() => fs.rmSync(markers, { recursive: true, force: true }));
 
 describe('distributed mode under failures', () => {

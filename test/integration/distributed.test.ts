@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
@@ -14,10 +13,11 @@ import { startProxy } from '../helpers/proxy-process.js';
 import { BIN } from '../helpers/paths.js';
 import { tarballOf } from '../helpers/repo.js';
 import { endsOf, generateCall, markerPlugin, sleep, startsOf, until } from './distributed-helpers.js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 const PREFIX = '{cmp-offload}';
 const QUEUE = 'qtest';
-const markers = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-markers-'));
+const markers = pluginWritableTempDir('cmp-markers-');
 
 describe('distributed mode', () => {
   let d: Distributed;

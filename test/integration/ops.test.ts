@@ -1,6 +1,4 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
@@ -13,6 +11,7 @@ import { freePort, startRedis } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
 import { generateCall, markerPlugin, until } from './distributed-helpers.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 const SECRET = 'do-not-log-this-value-7f3a';
 
@@ -169,7 +168,7 @@ describe('operations: distributed mode', () => {
   let proxyPort: number;
   let workerPort: number;
   const token = 'dashboard-token-0123456789';
-  const markers = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-ops-markers-'));
+  const markers = pluginWritableTempDir('cmp-ops-markers-');
 
   before(async () => {
     proxyPort = await freePort();

