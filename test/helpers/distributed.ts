@@ -19,6 +19,8 @@ export interface DistributedOptions {
   workerPluginYaml?: string;
   /** A different plugin.yaml for the workers' runners (worker/runner skew tests). */
   runnerPluginYaml?: string;
+  /** Start Redis with this password (requirepass); the URL every process gets carries it. */
+  redisPassword?: string;
   /** Extra files for the config dirs. */
   files?: Record<string, string>;
 }
@@ -44,9 +46,9 @@ export interface Distributed {
  * are short so that crash recovery fits a test. Everything is torn down by `stop()`.
  */
 export async function startDistributed(opts: DistributedOptions): Promise<Distributed> {
-  const redis = await startRedis();
+  const redis = await startRedis(opts.redisPassword ? ['--requirepass', opts.redisPassword] : []);
   const env: Record<string, string> = {
-    CMP_OFFLOAD_REDIS_URL: redis.url,
+    CMP_OFFLOAD_REDIS_URL: opts.redisPassword ? redis.url.replace('redis://', `redis://:${opts.redisPassword}@`) : redis.url,
     CMP_OFFLOAD_SIGNING_KEY: TEST_SIGNING_KEY,
     CMP_OFFLOAD_LOCK_DURATION: '2s',
     CMP_OFFLOAD_STALLED_INTERVAL: '1s',

@@ -6,8 +6,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
@@ -18,12 +16,13 @@ import { newResultId, type JobData } from '../../cmp/queue/job-contract.js';
 import { startDistributed, TEST_SIGNING_KEY, type Distributed } from '../helpers/distributed.js';
 import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { endsOf, generateCall, markerPlugin, startsOf, until } from '../integration/distributed-helpers.js';
 
 const PREFIX = '{cmp-offload}';
 const QUEUE = 'bound';
 const keys = new KeySpace(PREFIX);
-const markers = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-markers-'));
+const markers = pluginWritableTempDir('cmp-markers-');
 
 type Outcome = Awaited<ReturnType<CmpTestClient['generate']>>;
 
