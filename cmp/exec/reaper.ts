@@ -20,7 +20,7 @@ export function usableReaper(): Promise<string | undefined> {
         `cmp-reap is not usable (${why}): plugin commands run under process-group kills only, and a process that ` +
           'leaves its group (setsid, a double fork) survives timeouts, cancellation and the end of its request. ' +
           'Build with a C compiler (cc) to fix this.',
-        { code: 'CMP_OFFLOAD_NO_REAPER' },
+        { code: 'CMP_REAP_UNUSABLE' },
       );
       resolve(undefined);
     });
