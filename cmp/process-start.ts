@@ -38,3 +38,17 @@ export async function startProcess(
   const config = await readPluginConfig(options.configDirPath);
   return { log, engine: { config, options, baseEnv: pluginBaseEnv(process.env) } };
 }
+
+/** Resolve at the first SIGTERM or SIGINT, logging `what` (e.g. "no new jobs"). */
+export function untilStopSignal(log: Logger, what: string): Promise<void> {
+  return new Promise<void>(resolve => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      log.info({ signal }, `shutting down: ${what}`);
+      resolve();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}

@@ -5,7 +5,7 @@ import { IN_PROCESS } from '../cmp/config/options.js';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { extractPool } from '../cmp/tar/extract-pool.js';
-import { startProcess } from '../cmp/process-start.js';
+import { startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
@@ -125,16 +125,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   );
   log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency, runner: options.runnerSocket }, 'worker ready');
 
-  await new Promise<void>(resolve => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      log.info({ signal }, 'shutting down: no new jobs');
-      resolve();
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
+  await untilStopSignal(log, 'no new jobs');
 
   stopping = true;
   const closing = worker.close();

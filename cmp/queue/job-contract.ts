@@ -12,18 +12,14 @@ import { sign, verify } from './signing.js';
  * caller (a captured job cannot be replayed later), and carries the request env sealed
  * (AES-256-GCM): `ARGOCD_ENV_*` values may be tokens, and the queue dashboard shows job data.
  */
-export interface JobData {
-  v: 2;
+export interface JobRequest {
   kind: RpcKind;
   /** Queue = plugin name; a job moved to another plugin's queue does not verify there. */
   plugin: string;
   /** pluginSpecDigest of the proxy's plugin.yaml: workers refuse a different one (version skew). */
   specDigest: string;
   appRelPath: string;
-  /** The request env's names, in order: what logs and the dashboard may show. */
-  envNames: string[];
-  /** base64 of nonce ‖ AES-256-GCM(JSON of the env entries) ‖ tag; see `sealEnv`. */
-  envSealed: string;
+  env: EnvEntry[];
   /** sha256 of the gzip tarball: names the blob and verifies its bytes. */
   blob: string;
   size: number;
@@ -41,25 +37,17 @@ export interface JobData {
   enqueuedAt: number;
   /** Workers refuse the job after this (ms since epoch): the caller's deadline, or a bounded age. */
   expiresAt: number;
-  /** hex HMAC-SHA256 over all of the above. */
-  sig: string;
 }
 
-/** A job as the proxy describes it, and as a worker has it once verified and unsealed. */
-export interface JobRequest {
-  kind: RpcKind;
-  plugin: string;
-  specDigest: string;
-  appRelPath: string;
-  env: EnvEntry[];
-  blob: string;
-  size: number;
-  cacheKey: string | null;
-  resultId: string;
-  waitId: string;
-  deadline: number | null;
-  enqueuedAt: number;
-  expiresAt: number;
+/** The job as stored in Redis: the request with its env sealed, and signed. */
+export interface JobData extends Omit<JobRequest, 'env'> {
+  v: 2;
+  /** The request env's names, in order: what logs and the dashboard may show. */
+  envNames: string[];
+  /** base64 of nonce ‖ AES-256-GCM(JSON of the env entries) ‖ tag; see `sealEnv`. */
+  envSealed: string;
+  /** hex HMAC-SHA256 over all of the above. */
+  sig: string;
 }
 
 /**

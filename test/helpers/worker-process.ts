@@ -87,7 +87,10 @@ export async function startWorker(opts: WorkerStartOptions): Promise<WorkerProce
       return code;
     },
     async kill() {
-      await Promise.all([killProcess(proc, exited), handle.runner?.kill()]);
+      // The worker first: a runner dying under a live worker is a retried attempt, not the stall of a
+      // crashed pod (in a pod both go at once; the worker usually notices nothing before it dies).
+      await killProcess(proc, exited);
+      await handle.runner?.kill();
       cleanup();
     },
   };

@@ -5,10 +5,10 @@
  * where the first run's worker was killed (at-least-once after a crash: its output died with it).
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { startDistributed } from '../helpers/distributed.js';
 import { openCmpClient } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
@@ -23,12 +23,15 @@ const KILL_EVERY_MS = REDUCED ? 2_000 : 3_000;
 
 test(`${CALLS} calls, ${CONCURRENCY} concurrent, a worker SIGKILLed every ${KILL_EVERY_MS / 1000} s: every answer correct, none lost, no double completion`, { timeout: 600_000 }, async () => {
   const box = sandbox('load');
-  const markers = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-rel-markers-'));
+  const markers = pluginWritableTempDir('cmp-rel-markers-');
   const d = await startDistributed({
     pluginYaml: markerPlugin('load', markers),
     socketName: 'load.sock',
     workers: 3,
-    env: { TMPDIR: box.tmp },
+    // A runner request cut by a kill is an infrastructure failure that counts as an attempt (the
+    // worker sees its runner's connection close); 5 attempts ride out this kill cadence. Making
+    // such failures free of the attempt budget is the worker-kill issue's work.
+    env: { TMPDIR: box.tmp, CMP_OFFLOAD_JOB_ATTEMPTS: '5' },
   });
   const client = openCmpClient(d.proxy.socketPath);
   const killed = new Set<string>();
@@ -44,9 +47,12 @@ test(`${CALLS} calls, ${CONCURRENCY} concurrent, a worker SIGKILLed every ${KILL
     ];
     let done = false;
     const killer = (async () => {
+      let last = Date.now();
       while (!done) {
-        await new Promise(r => setTimeout(r, KILL_EVERY_MS));
+        // Every KILL_EVERY_MS from the previous kill, however long the replacement took to start.
+        await new Promise(r => setTimeout(r, Math.max(0, last + KILL_EVERY_MS - Date.now())));
         if (done) break;
+        last = Date.now();
         const victim = d.workers[Math.floor(Math.random() * d.workers.length)]!;
         d.workers.splice(d.workers.indexOf(victim), 1);
         killed.add(path.join(victim.base, 'work'));

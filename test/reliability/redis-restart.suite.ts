@@ -4,12 +4,11 @@
  * during the outage must fail fast with UNAVAILABLE; after it, calls must succeed again without
  * restarting anything; no call may get another status or hang.
  */
-import path from 'node:path';
 import fs from 'node:fs';
-import os from 'node:os';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { startDistributed } from '../helpers/distributed.js';
 import { openCmpClient, type RpcOutcome } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
@@ -27,7 +26,7 @@ interface Result { tag: string; phase: Phase; start: number; ms: number; outcome
 
 test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE within ${FAIL_FAST_MS / 1000} s during the outage, success after it`, { timeout: 300_000 }, async () => {
   const box = sandbox('redis');
-  const markers = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-rel-markers-'));
+  const markers = pluginWritableTempDir('cmp-rel-markers-');
   const d = await startDistributed({ pluginYaml: markerPlugin('outage', markers), socketName: 'outage.sock', workers: 2, env: { TMPDIR: box.tmp } });
   const client = openCmpClient(d.proxy.socketPath);
   try {

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import { IN_PROCESS } from '../../cmp/config/options.js';
 import { pluginSpecDigest } from '../../cmp/config/plugin-config.js';
 import { terminateAll } from '../../cmp/exec/process-groups.js';
-import { startProcess } from '../../cmp/process-start.js';
+import { startProcess, untilStopSignal } from '../../cmp/process-start.js';
 import { extractPool } from '../../cmp/tar/extract-pool.js';
 import { serveRunner } from './serve.js';
 
@@ -55,16 +55,7 @@ export async function runRunner(argv: string[]): Promise<number> {
   }
   log.info({ socket: socketPath, plugin: engine.config.metadata.name }, 'runner ready');
 
-  await new Promise<void>(resolve => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      log.info({ signal }, 'shutting down: no new requests');
-      resolve();
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
+  await untilStopSignal(log, 'no new requests');
 
   await server.close(options.shutdownGraceMs);
   await terminateAll(5_000);
