@@ -78,7 +78,8 @@ export async function runWorker(argv: string[]): Promise<number> {
     concurrency: options.concurrency,
     lockDuration: ro.lockDurationMs,
     stalledInterval: ro.stalledIntervalMs,
-    maxStalledCount: 1,
+    // A job whose worker (and runner) is killed twice in a row still gets a third run; a poison job stops there.
+    maxStalledCount: 2,
   });
   worker.on('error', err => log.warn({ err: err.message }, 'worker error'));
   // Plugin failure texts go to the caller (they may quote plugin output); only infrastructure errors are logged.
