@@ -1,3 +1,4 @@
+import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { compileOptions, DEFAULT_CONFIG_DIR } from './config/options.js';
 import { readPluginConfig } from './config/plugin-config.js';
@@ -51,4 +52,18 @@ export function untilStopSignal(log: Logger, what: string): Promise<void> {
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
   });
+}
+
+/** Argo wipes `_cmp_server` at start and recreates it 0700 (cmp-contract §1.3 step 6). */
+export async function resetWorkRoot(workRoot: string): Promise<void> {
+  try {
+    await fs.rm(workRoot, { recursive: true, force: true });
+  } catch (err) {
+    throw new Error(`error removing workdir ${JSON.stringify(workRoot)}: ${(err as Error).message}`);
+  }
+  try {
+    await fs.mkdir(workRoot, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw new Error(`error creating workdir ${JSON.stringify(workRoot)}: ${(err as Error).message}`);
+  }
 }

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import * as grpc from '@grpc/grpc-js';
 import { discoveryConfigured, pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
-import { startProcess } from '../cmp/process-start.js';
+import { resetWorkRoot, startProcess } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
@@ -115,18 +115,4 @@ export async function runProxy(argv: string[]): Promise<number> {
   log.info('stopped');
   log.flush();
   return 0;
-}
-
-/** Argo wipes `_cmp_server` at start and recreates it 0700 (cmp-contract §1.3 step 6). */
-async function resetWorkRoot(workRoot: string): Promise<void> {
-  try {
-    await fs.rm(workRoot, { recursive: true, force: true });
-  } catch (err) {
-    throw new Error(`error removing workdir ${JSON.stringify(workRoot)}: ${(err as Error).message}`);
-  }
-  try {
-    await fs.mkdir(workRoot, { recursive: true, mode: 0o700 });
-  } catch (err) {
-    throw new Error(`error creating workdir ${JSON.stringify(workRoot)}: ${(err as Error).message}`);
-  }
 }

@@ -5,7 +5,7 @@ import { IN_PROCESS } from '../cmp/config/options.js';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { extractPool } from '../cmp/tar/extract-pool.js';
-import { startProcess, untilStopSignal } from '../cmp/process-start.js';
+import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
@@ -38,8 +38,7 @@ export async function runWorker(argv: string[]): Promise<number> {
         );
       }
     });
-    await fs.rm(started.engine.options.workRoot, { recursive: true, force: true });
-    await fs.mkdir(started.engine.options.workRoot, { recursive: true, mode: 0o700 });
+    await resetWorkRoot(started.engine.options.workRoot);
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n`);
     return 1;

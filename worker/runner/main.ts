@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import { IN_PROCESS } from '../../cmp/config/options.js';
 import { pluginSpecDigest } from '../../cmp/config/plugin-config.js';
 import { terminateAll } from '../../cmp/exec/process-groups.js';
-import { startProcess, untilStopSignal } from '../../cmp/process-start.js';
+import { resetWorkRoot, startProcess, untilStopSignal } from '../../cmp/process-start.js';
 import { extractPool } from '../../cmp/tar/extract-pool.js';
 import { serveRunner } from './serve.js';
 
@@ -36,8 +36,7 @@ export async function runRunner(argv: string[]): Promise<number> {
         throw new Error('cmp-offload runner needs CMP_OFFLOAD_RUNNER_SOCKET: the socket path to listen on (shared with the worker container)');
       }
     });
-    await fs.rm(started.engine.options.workRoot, { recursive: true, force: true });
-    await fs.mkdir(started.engine.options.workRoot, { recursive: true, mode: 0o700 });
+    await resetWorkRoot(started.engine.options.workRoot);
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n`);
     return 1;
