@@ -1,10 +1,11 @@
 /**
  * A repository whose plugin run executes hostile code (test/security/lib/attack-hook.ts): it
- * looks for the service's credentials in its env, in every /proc/<pid>/environ and cmdline it
- * can read and in the signing key file, and tries Redis without the password, planting an
- * entry for the victim app. Nothing may succeed, and the victim app must keep receiving its
- * own manifests — in both modes. In distributed mode the plugin runs in the runner (the pod's
- * second container, test/helpers/runner-process.ts: another uid when the tests run as root).
+ * looks for the service's credentials in its env, in every /proc/<pid>/environ and cmdline of
+ * the test's processes it can read and in the signing key file, and tries Redis without the
+ * password, planting an entry for the victim app. Nothing may succeed, and the victim app must
+ * keep receiving its own manifests — in both modes. In distributed mode the plugin runs in the
+ * runner (the pod's second container, test/helpers/runner-process.ts: another uid when the
+ * tests run as root).
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -82,7 +83,7 @@ for (const mode of MODES) {
       const victim = () => client.generate(generateCall(victimTgz, {}, { appName: 'victim', timeoutMs: 60_000 }));
       assert.deepEqual(manifests(await victim()), [VICTIM_MANIFEST]);
 
-      const attack = await client.generate(generateCall(attackerTgz, { KEYFILE: mode === 'distributed' ? keyFile : '/nonexistent', REDIS_PORT: String(redisPort) }, { appName: 'attacker', timeoutMs: 60_000 }));
+      const attack = await client.generate(generateCall(attackerTgz, { KEYFILE: mode === 'distributed' ? keyFile : '/nonexistent', REDIS_PORT: String(redisPort), SCOPE_PID: String(process.pid) }, { appName: 'attacker', timeoutMs: 60_000 }));
       const [report] = manifests(attack).map(m => JSON.parse(m) as { data: { got: string; redis: string } });
       if (mode === 'distributed') {
         // The hook did reach Redis over the network: it is the password that keeps it out.

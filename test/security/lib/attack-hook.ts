@@ -6,6 +6,10 @@
  *
  * Targets come from the request env, as an attacker would know them: ARGOCD_ENV_KEYFILE (the
  * signing key file's well-known path), ARGOCD_ENV_REDIS_PORT (Redis is on the network).
+ * ARGOCD_ENV_SCOPE_PID (the test process) bounds the /proc search to the system under test: in a
+ * pod the PID namespace holds only the pod's processes, while a test machine also runs other
+ * test files' (and other people's) workers, whose environ a root plugin reads without that
+ * saying anything about the process under test.
  */
 export const ATTACK_HOOK = String.raw`
 import fs from 'node:fs';
@@ -14,8 +18,22 @@ import net from 'node:net';
 const got = [];
 // 1. Our own env.
 for (const name of Object.keys(process.env)) if (/^(CMP_OFFLOAD_|REDIS)/i.test(name)) got.push('env:' + name);
-// 2. Every process we can see: its environ and its command line.
-for (const pid of fs.readdirSync('/proc').filter(d => /^\d+$/.test(d))) {
+// 2. Every process of the system under test we can see: its environ and its command line.
+const scope = Number(process.env.ARGOCD_ENV_SCOPE_PID);
+const parentOf = pid => {
+  try {
+    const stat = fs.readFileSync('/proc/' + pid + '/stat', 'latin1');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return 0;
+  }
+};
+const inScope = pid => {
+  if (!Number.isSafeInteger(scope) || scope <= 1) return true;
+  for (let p = pid, hops = 0; p > 1 && hops < 100; p = parentOf(p), hops++) if (p === scope) return true;
+  return false;
+};
+for (const pid of fs.readdirSync('/proc').filter(d => /^\d+$/.test(d) && inScope(Number(d)))) {
   for (const f of ['environ', 'cmdline']) {
     try {
       const text = fs.readFileSync('/proc/' + pid + '/' + f, 'latin1');
