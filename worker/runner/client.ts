@@ -5,11 +5,12 @@ import type { Ctx } from '../../cmp/context.js';
 import { CmpError, messageOf } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
 import type { ReadSink } from '../../cmp/plugin/execute.js';
-import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
+import type { PluginRequest } from '../../cmp/plugin/request.js';
 import { currentTrace, noteExecFailure } from '../../cmp/observe/request-trace.js';
 import { observeStage } from '../../cmp/observe/metrics.js';
+import type { EncodedResult } from '../../cmp/queue/result-store.js';
 import { InfraError, type Execute } from '../processor.js';
-import { checkAnswer } from './answer.js';
+import { AnswerDecoder, decoderHeapMb } from './answer-decoder.js';
 import {
   answerFrameMax,
   DATA_FRAME_SEND,
@@ -27,7 +28,7 @@ export interface RunnerClientOptions {
   socketPath: string;
   /** `pluginSpecDigest` of the worker's plugin.yaml. */
   specDigest: string;
-  /** CMP_OFFLOAD_MAX_OUTPUT_BYTES: bounds the answer frame (protocol.ts). */
+  /** CMP_OFFLOAD_MAX_OUTPUT_BYTES: bounds the answer frame (protocol.ts) and its manifests. */
   outputBytes: number;
   /** CMP_OFFLOAD_TRACE_MAX_PATHS: bounds each list of recorded reads. */
   maxPaths: number;
@@ -39,14 +40,15 @@ export interface RunnerClientOptions {
 /**
  * The worker's `Execute` in runner mode: one connection per request to the runner's socket,
  * the request header, the fetched tarball, a cancel frame when the job is aborted; then the
- * runner's one answer, validated. The plugin's failure comes back as a CmpError with the
- * executor's exact text; anything wrong with the runner or its answer is an InfraError (the
- * job is retried), logged here with the reason.
+ * runner's one answer, decoded and validated in a thread (answer-decoder.ts). The plugin's
+ * failure comes back as a CmpError with the executor's exact text; anything wrong with the
+ * runner or its answer is an InfraError (the job is retried), logged here with the reason.
  */
 export function runnerExecute(opts: RunnerClientOptions): Execute {
+  const decoder = new AnswerDecoder(decoderHeapMb(answerFrameMax(opts.outputBytes)));
   return async (req, tgzPath, ctx, sink) => {
     try {
-      return await callRunner(opts, req, tgzPath, ctx, sink);
+      return await callRunner(opts, decoder, req, tgzPath, ctx, sink);
     } catch (err) {
       if (err instanceof InfraError) opts.log.warn({ runner: opts.socketPath, kind: req.kind, err: err.message }, 'runner request failed');
       throw err;
@@ -54,7 +56,7 @@ export function runnerExecute(opts: RunnerClientOptions): Execute {
   };
 }
 
-async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
+async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
   const size = (await fs.promises.stat(tgzPath)).size;
   const header: RunnerRequest = {
     v: RUNNER_PROTOCOL_VERSION,
@@ -66,13 +68,17 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
     size,
   };
   const socket = net.createConnection(opts.socketPath);
+  // Started while the runner works: ready by the time its answer comes.
+  decoder.warm();
   const answerMax = answerFrameMax(opts.outputBytes);
   const reader = new FrameReader(type => (type === FrameType.ANSWER ? answerMax : undefined));
 
-  return new Promise<PluginResult>((resolve, reject) => {
+  return new Promise<EncodedResult>((resolve, reject) => {
     let settled = false;
+    /** The whole answer frame has come: the connection's end and any later bytes do not matter. */
+    let answered = false;
     let graceTimer: NodeJS.Timeout | undefined;
-    const finish = (err: Error | undefined, result?: PluginResult) => {
+    const finish = (err: Error | undefined, result?: EncodedResult) => {
       if (settled) return;
       settled = true;
       clearTimeout(graceTimer);
@@ -88,6 +94,7 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
       graceTimer = setTimeout(() => finish(ctx.signal.reason as Error), opts.cancelGraceMs);
     };
     const infra = (what: string) => finish(ctx.signal.aborted ? (ctx.signal.reason as Error) : new InfraError(`cmp-offload: runner at ${opts.socketPath}: ${what}`));
+    const invalid = (what: string) => finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} gave an invalid answer: ${what}`));
 
     socket.on('connect', () => {
       socket.write(encodeFrame(FrameType.HEADER, JSON.stringify(header)));
@@ -98,7 +105,7 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
       });
     });
     socket.on('data', (chunk: Buffer) => {
-      if (settled) return;
+      if (settled || answered) return;
       let frames;
       try {
         frames = reader.push(chunk);
@@ -109,24 +116,31 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
       if (frames.length > 1 || reader.pending() > 0) {
         return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: more than one answer`));
       }
-      try {
-        const a = checkAnswer(frames[0]!.payload, req.kind, sink !== undefined, opts.maxPaths);
-        // The runner's stage timings and command failures feed the worker's log line and metrics.
-        const trace = currentTrace();
-        for (const [stage, ms] of a.stages) trace ? trace.addStage(stage, ms) : observeStage(stage, ms);
-        if (!a.ok) {
-          if (COMMAND_FAILED.test(a.message)) noteExecFailure(a.message, ctx.signal.aborted, a.code === Status.RESOURCE_EXHAUSTED);
-          return finish(new CmpError(a.message, a.code));
-        }
-        if (sink) sink.reads = a.reads;
-        return finish(undefined, a.result);
-      } catch (err) {
-        if (!(err instanceof ProtocolError)) throw err;
-        return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} gave an invalid answer: ${err.message}`));
-      }
+      answered = true;
+      socket.pause();
+      const bounds = { kind: req.kind, readsAsked: sink !== undefined, maxPaths: opts.maxPaths, maxManifests: opts.outputBytes };
+      decoder.decode(frames[0]!.payload, bounds).then(
+        a => {
+          if (settled) return;
+          // The runner's stage timings and command failures feed the worker's log line and metrics.
+          const trace = currentTrace();
+          for (const [stage, ms] of a.stages) trace ? trace.addStage(stage, ms) : observeStage(stage, ms);
+          if (!a.ok) {
+            if (COMMAND_FAILED.test(a.message)) noteExecFailure(a.message, ctx.signal.aborted, a.code === Status.RESOURCE_EXHAUSTED);
+            return finish(new CmpError(a.message, a.code));
+          }
+          if (sink) sink.reads = a.reads;
+          finish(undefined, a.result);
+        },
+        (err: unknown) => invalid(err instanceof ProtocolError ? err.message : 'it could not be decoded'),
+      );
     });
-    socket.on('error', err => infra(`connection failed: ${(err as NodeJS.ErrnoException).code ?? err.message}`));
-    socket.on('close', () => infra('the connection closed before an answer (runner stopped or crashed?)'));
+    socket.on('error', err => {
+      if (!answered) infra(`connection failed: ${(err as NodeJS.ErrnoException).code ?? err.message}`);
+    });
+    socket.on('close', () => {
+      if (!answered) infra('the connection closed before an answer (runner stopped or crashed?)');
+    });
   });
 }
 
