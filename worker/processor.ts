@@ -147,7 +147,8 @@ export function createProcessor(deps: ProcessorDeps) {
         if (err instanceof CmpError) throw fail(jobId, binding, failureOf(err));
         throw new Error(`cmp-offload: fetching the tarball failed: ${messageOf(err)}`);
       }
-      const ctx: Ctx = { signal: ac.signal, deadline: undefined };
+      // The job's deadline: its callers are gone after it (the runner client bounds its wait by it).
+      const ctx: Ctx = { signal: ac.signal, deadline: data.expiresAt };
       let result;
       // Traced cache: record what the run reads; the proxy turns it into a traced entry.
       const sink: ReadSink | undefined = engine.options.cache.traced && data.kind === 'generate' && data.cacheKey !== null ? {} : undefined;

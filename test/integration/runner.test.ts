@@ -274,7 +274,10 @@ function lie(kind: string): Buffer {
   }
 }
 
-/** A runner that speaks the framing and lies: reads the header frame, answers `lie(LIE)` (or a crafted answer). */
+/**
+ * A runner that speaks the framing and lies: reads the header frame, answers `lie(LIE)`, or
+ * `silent`: never answers; `trickle`: starts an answer and sends one byte of it every 200 ms.
+ */
 async function startLyingRunner(socketPath: string): Promise<net.Server> {
   const server = net.createServer(socket => {
     let buf = Buffer.alloc(0);
@@ -287,6 +290,16 @@ async function startLyingRunner(socketPath: string): Promise<net.Server> {
       const header = JSON.parse(buf.subarray(5, 5 + buf.readUInt32BE(1)).toString()) as { env: { name: string; value: string }[] };
       answered = true;
       const kind = header.env.find(e => e.name === 'ARGOCD_ENV_LIE')?.value ?? '';
+      if (kind === 'silent') return;
+      if (kind === 'trickle') {
+        const answer = lie('honest');
+        let sent = 0;
+        const timer = setInterval(() => {
+          if (sent < answer.length) socket.write(answer.subarray(sent, ++sent));
+        }, 200);
+        socket.on('close', () => clearInterval(timer));
+        return;
+      }
       socket.end(crafted.get(kind) ?? lie(kind));
     });
   });
@@ -417,6 +430,25 @@ test("a runner answer crafted to be slow to decode (deep, many strings, maximal)
     }
   });
   crafted.clear();
+});
+
+test('a runner that never answers, or trickles its answer, is hung up on: an infrastructure failure within its commands\' time', async () => {
+  // Two commands of 1s + 500ms each, then the 5.5s grace (500ms + 5s) a cancelled runner gets.
+  await withLyingRunner('silent', { ARGOCD_EXEC_TIMEOUT: '1s', ARGOCD_EXEC_FATAL_TIMEOUT: '500ms' }, async ({ client, worker, tgz }) => {
+    for (const [kind, boundMs, reason] of [
+      ['silent', 8_500, /no answer within 8\.5s /],
+      ['trickle', 5_500, /the answer did not arrive within 5\.5s of its first byte/],
+    ] as const) {
+      const started = Date.now();
+      const outcome = await client.generate(call(tgz, { LIE: kind }, 60_000));
+      const took = Date.now() - started;
+      assert.ok('code' in outcome && outcome.code === Status.UNAVAILABLE, `${kind}: ${JSON.stringify(outcome)}`);
+      assert.match(outcome.details, /^cmp-offload: job \S+ of plugin silent failed: cmp-offload: runner at \S+: /, kind);
+      assert.match(outcome.details, reason, kind);
+      assert.ok(took >= boundMs - 500 && took < boundMs + 4_000, `${kind}: failed after ${took} ms`);
+    }
+    assert.match(worker.stderr(), /no answer within 8\.5s [^\n]*"msg":"runner request failed"/);
+  });
 });
 
 /** Run `cmp-offload <role>` until it exits; its exit code and stderr. */
