@@ -64,7 +64,8 @@ export async function runWorker(argv: string[]): Promise<number> {
         specDigest,
         outputBytes: options.limits.outputBytes,
         maxPaths: options.cache.trace.maxPaths,
-        cancelGraceMs: options.execFatalTimeoutMs + 5_000,
+        execTimeoutMs: options.execTimeoutMs,
+        fatalTimeoutMs: options.execFatalTimeoutMs,
         log,
       })
     : (req, tgzPath, ctx, sink) => executeRequest(engine, req, tgzPath, ctx, sink);

@@ -17,7 +17,7 @@ import {
   answerBinding, encodeFailure, InvalidJobError, REJECTED, requestDigest, requestOf, verifyJob, type JobFailure, type JobRequest, type JobReturn,
 } from '../cmp/queue/job-contract.js';
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
-import { readResult, writeResult } from '../cmp/queue/result-store.js';
+import { EncodedResult, readResult, writeResult } from '../cmp/queue/result-store.js';
 import { countWaiters } from '../cmp/queue/waiters.js';
 
 /** Reasons given to `worker.cancelJob`: a caller's context error, or this worker going away. */
@@ -25,9 +25,10 @@ export type AbortReason = 'deadline' | 'canceled' | 'shutdown';
 
 /**
  * Runs a verified request on a fetched tarball: the runner client (plugin code in its own
- * container, worker/runner) or, where configured, the in-process executor.
+ * container, worker/runner; its results come already encoded) or, where configured, the
+ * in-process executor.
  */
-export type Execute = (req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink) => Promise<PluginResult>;
+export type Execute = (req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink) => Promise<PluginResult | EncodedResult>;
 
 /**
  * What an `Execute` throws for trouble that is not the plugin's (the runner unreachable, dead,
@@ -146,7 +147,8 @@ export function createProcessor(deps: ProcessorDeps) {
         if (err instanceof CmpError) throw fail(jobId, binding, failureOf(err));
         throw new Error(`cmp-offload: fetching the tarball failed: ${messageOf(err)}`);
       }
-      const ctx: Ctx = { signal: ac.signal, deadline: undefined };
+      // The job's deadline: its callers are gone after it (the runner client bounds its wait by it).
+      const ctx: Ctx = { signal: ac.signal, deadline: data.expiresAt };
       let result;
       // Traced cache: record what the run reads; the proxy turns it into a traced entry.
       const sink: ReadSink | undefined = engine.options.cache.traced && data.kind === 'generate' && data.cacheKey !== null ? {} : undefined;
@@ -162,7 +164,7 @@ export function createProcessor(deps: ProcessorDeps) {
         await writeReads(deps.redis, signingKey, readsKey, sink.reads ?? { complete: false, reason: 'not recorded' }, resultTtlMs);
       }
       await writeResult(deps.redis, signingKey, key, resultBinding, result, data.cacheKey !== null ? ttlMs : resultTtlMs);
-      if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(resultBytes(result));
+      if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(result instanceof EncodedResult ? result.manifestBytes : resultBytes(result));
       return { key };
     } finally {
       signal?.removeEventListener('abort', onAbort);

@@ -1,12 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { STAGES, type Stage } from './stages.js';
 
-/**
- * The stages of one request whose durations are measured. The proxy sees ingest, lookup, upload,
- * remote (waiting for a worker's job, distributed mode) and respond; whoever runs the plugin
- * (standalone proxy or worker) sees queue_wait, extract, exec and split.
- */
-export const STAGES = ['ingest', 'lookup', 'upload', 'queue_wait', 'remote', 'extract', 'exec', 'split', 'respond'] as const;
-export type Stage = (typeof STAGES)[number];
+export { STAGES, type Stage } from './stages.js';
 
 /** How a request met the output cache: `bypass` = no key (cache off or tree not indexable), `index` = answered from the tree index. */
 export type CacheResult = 'hit' | 'miss' | 'coalesced' | 'bypass' | 'index';

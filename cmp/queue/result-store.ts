@@ -12,14 +12,28 @@ const SIG_BYTES = 32;
 const DOMAIN = 'cmp-offload/result/v2';
 
 /**
+ * A result already as its JSON: the worker's runner client checks a runner's answer and
+ * re-encodes its result in a thread (worker/runner/answer-decoder.ts), so that a large result
+ * never passes through the worker's event loop as strings. Stored as is.
+ */
+export class EncodedResult {
+  constructor(
+    /** UTF-8 JSON of the PluginResult. */
+    readonly json: Buffer,
+    /** Bytes of its manifests (the cache's stored-bytes metric). */
+    readonly manifestBytes: number,
+  ) {}
+}
+
+/**
  * A stored result (cache entry or one job's result): magic, HMAC over the Redis key name, the
  * request it answers (`binding`: the cache key of a cache entry, the request digest of a job's
  * result) and the payload, gzip of the result's JSON. An entry copied under another key, or
  * written for another request, does not verify. Compression runs off the event loop (libuv
  * pool), so a large output does not stall a worker's lock renewals.
  */
-export async function encodeResult(signingKey: Buffer, redisKey: string, binding: string, result: PluginResult): Promise<Buffer> {
-  const payload = await gzip(Buffer.from(JSON.stringify(result), 'utf8'));
+export async function encodeResult(signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult): Promise<Buffer> {
+  const payload = await gzip(result instanceof EncodedResult ? result.json : Buffer.from(JSON.stringify(result), 'utf8'));
   return Buffer.concat([MAGIC, sign(signingKey, DOMAIN, [redisKey, binding, payload]), payload]);
 }
 
@@ -38,7 +52,7 @@ export async function decodeResult(signingKey: Buffer, redisKey: string, binding
 }
 
 /** Write a result under `redisKey` with a TTL. */
-export async function writeResult(redis: Redis, signingKey: Buffer, redisKey: string, binding: string, result: PluginResult, ttlMs: number): Promise<void> {
+export async function writeResult(redis: Redis, signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult, ttlMs: number): Promise<void> {
   await redis.set(redisKey, await encodeResult(signingKey, redisKey, binding, result), 'PX', ttlMs);
 }
 

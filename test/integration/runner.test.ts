@@ -274,7 +274,10 @@ function lie(kind: string): Buffer {
   }
 }
 
-/** A runner that speaks the framing and lies: reads the header frame, answers `lie(LIE)`. */
+/**
+ * A runner that speaks the framing and lies: reads the header frame, answers `lie(LIE)`, or
+ * `silent`: never answers; `trickle`: starts an answer and sends one byte of it every 200 ms.
+ */
 async function startLyingRunner(socketPath: string): Promise<net.Server> {
   const server = net.createServer(socket => {
     let buf = Buffer.alloc(0);
@@ -287,22 +290,50 @@ async function startLyingRunner(socketPath: string): Promise<net.Server> {
       const header = JSON.parse(buf.subarray(5, 5 + buf.readUInt32BE(1)).toString()) as { env: { name: string; value: string }[] };
       answered = true;
       const kind = header.env.find(e => e.name === 'ARGOCD_ENV_LIE')?.value ?? '';
-      socket.end(lie(kind));
+      if (kind === 'silent') return;
+      if (kind === 'trickle') {
+        const answer = lie('honest');
+        let sent = 0;
+        const timer = setInterval(() => {
+          if (sent < answer.length) socket.write(answer.subarray(sent, ++sent));
+        }, 200);
+        socket.on('close', () => clearInterval(timer));
+        return;
+      }
+      socket.end(crafted.get(kind) ?? lie(kind));
     });
   });
   await new Promise<void>(resolve => server.listen(socketPath, resolve));
   return server;
 }
 
-test('a runner answer that is garbage, oversized or of the wrong shape is never relayed as the result', async () => {
+interface LyingSetup {
+  client: CmpTestClient;
+  worker: Awaited<ReturnType<typeof startWorker>>;
+  tgz: Buffer;
+}
+
+/** A worker whose runner is the lying runner (one attempt per job), for `fn`. */
+async function withLyingRunner(name: string, workerEnv: Record<string, string>, fn: (s: LyingSetup) => Promise<void>): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-fake-runner-'));
   const socketPath = path.join(dir, 'runner.sock');
   const fake = await startLyingRunner(socketPath);
-  const d = await startDistributed({ pluginYaml: pluginYaml('fake', SPEC), socketName: 'fake.sock', workers: 0, env: ENV, proxyEnv: { CMP_OFFLOAD_JOB_ATTEMPTS: '1' } });
-  const worker = await startWorker({ pluginYaml: pluginYaml('fake', SPEC), runner: 'unset', env: { ...d.env, ...ENV, CMP_OFFLOAD_RUNNER_SOCKET: socketPath } });
+  const d = await startDistributed({ pluginYaml: pluginYaml(name, SPEC), socketName: `${name}.sock`, workers: 0, env: ENV, proxyEnv: { CMP_OFFLOAD_JOB_ATTEMPTS: '1' } });
+  const worker = await startWorker({ pluginYaml: pluginYaml(name, SPEC), runner: 'unset', env: { ...d.env, ...ENV, CMP_OFFLOAD_RUNNER_SOCKET: socketPath, ...workerEnv } });
   const client = openCmpClient(d.proxy.socketPath);
-  const tgz = await tarballOf({ 'f.txt': 'x' });
   try {
+    await fn({ client, worker, tgz: await tarballOf({ 'f.txt': 'x' }) });
+  } finally {
+    client.close();
+    await worker.stop();
+    await d.stop();
+    await new Promise(resolve => fake.close(resolve));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('a runner answer that is garbage, oversized or of the wrong shape is never relayed as the result', async () => {
+  await withLyingRunner('fake', {}, async ({ client, worker, tgz }) => {
     // The fake works: an honest answer and a plugin failure come through as they are.
     assert.deepEqual(await client.generate(call(tgz, { LIE: 'honest' })), { value: { manifests: ['{"honest":1}'], sourceType: '' } });
     assert.deepEqual(await client.generate(call(tgz, { LIE: 'failure' })), { code: Status.INVALID_ARGUMENT, details: 'the plugin said no' });
@@ -313,13 +344,111 @@ test('a runner answer that is garbage, oversized or of the wrong shape is never 
       assert.ok(!outcome.details.includes('LIE-TEXT'), `${kind}: ${outcome.details}`);
     }
     assert.ok(!worker.stderr().includes('LIE-TEXT'), 'the runner text reached the log');
-  } finally {
-    client.close();
-    await worker.stop();
-    await d.stop();
-    await new Promise(resolve => fake.close(resolve));
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+  });
+});
+
+/** CMP_OFFLOAD_MAX_OUTPUT_BYTES of the event-loop test's worker: its answer frames hold up to 72 MiB. */
+const LOOP_OUTPUT_BYTES = 1024 * 1024;
+const LOOP_FRAME_MAX = 8 * LOOP_OUTPUT_BYTES + 64 * 1024 * 1024;
+/** The crafted answers of the event-loop test, by LIE kind (built before it watches the loop). */
+const crafted = new Map<string, Buffer>();
+
+function answerFrame(payload: Buffer): Buffer {
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt8(4, 0);
+  prefix.writeUInt32BE(payload.length, 1);
+  return Buffer.concat([prefix, payload]);
+}
+
+/** A generate answer of exactly `size` bytes: `head`, then `fill(body)` writes the middle, then the closing `]}}`. */
+function generateAnswer(size: number, fill: (body: Buffer) => void): Buffer {
+  const head = Buffer.from('{"v":1,"ok":true,"result":{"kind":"generate","manifests":[');
+  const tail = Buffer.from(']}}');
+  const payload = Buffer.alloc(size);
+  head.copy(payload, 0);
+  tail.copy(payload, size - tail.length);
+  fill(payload.subarray(head.length, size - tail.length));
+  return answerFrame(payload);
+}
+
+const LARGE_MANIFESTS = Array.from({ length: 4 }, (_, i) => JSON.stringify({ i, data: `"é\\`.repeat(512 * 1024) }));
+
+/** Polls the worker's /healthz every 50 ms until `stop()`, which gives the slowest answer (ms). */
+function watchHealthz(port: number): { stop: () => Promise<number> } {
+  let stopped = false;
+  let worst = 0;
+  const loop = (async () => {
+    while (!stopped) {
+      const started = performance.now();
+      const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+      await res.text();
+      assert.equal(res.status, 200);
+      worst = Math.max(worst, performance.now() - started);
+      await new Promise(resolve => setTimeout(resolve, 50));
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      return worst;
+    },
+  };
+}
+
+test("a runner answer crafted to be slow to decode (deep, many strings, maximal) never stalls the worker's event loop", async t => {
+  // Nested arrays as deep as the frame allows (JSON.parse took seconds on them).
+  crafted.set('deep', generateAnswer(LOOP_FRAME_MAX, body => {
+    body.fill('[', 0, body.length >> 1);
+    body.fill(']', body.length >> 1, (body.length >> 1) << 1);
+    if (body.length % 2) body[body.length - 1] = 0x20;
+  }));
+  // A maximal frame of tiny manifests: valid shape, but more than one per byte the command may print.
+  crafted.set('many', generateAnswer(LOOP_FRAME_MAX, body => {
+    body.fill(',"a"');
+    body[0] = 0x20;
+    body.fill(0x20, body.length - (body.length % 4));
+  }));
+  crafted.set('large', answerFrame(Buffer.from(JSON.stringify({ v: 1, ok: true, result: { kind: 'generate', manifests: LARGE_MANIFESTS } }))));
+  const port = await freePort();
+  await withLyingRunner('loop', { CMP_OFFLOAD_MAX_OUTPUT_BYTES: String(LOOP_OUTPUT_BYTES), CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}` }, async ({ client, tgz }) => {
+    await until(async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.status === 200, 10_000, 'the worker to serve /healthz');
+    for (const [kind, refusal] of [['deep', /nests deeper than/], ['many', /more manifests \(\d+\) than the command's output may hold/], ['large', undefined]] as const) {
+      const watch = watchHealthz(port);
+      const outcome = await client.generate(call(tgz, { LIE: kind }, 120_000));
+      const worst = await watch.stop();
+      t.diagnostic(`${kind}: the slowest /healthz answer took ${Math.round(worst)} ms`);
+      if (refusal) {
+        assert.ok('code' in outcome && outcome.code === Status.UNAVAILABLE, `${kind}: ${JSON.stringify(outcome).slice(0, 500)}`);
+        assert.match(outcome.details, /^cmp-offload: job \S+ of plugin loop failed: cmp-offload: runner at \S+ gave an invalid answer: /, kind);
+        assert.match(outcome.details, refusal, kind);
+      } else {
+        assert.ok('value' in outcome, `${kind}: ${JSON.stringify(outcome).slice(0, 500)}`);
+        assert.deepEqual(outcome.value.manifests, LARGE_MANIFESTS, kind);
+      }
+      assert.ok(worst < 1_000, `${kind}: the worker's /healthz took ${Math.round(worst)} ms to answer`);
+    }
+  });
+  crafted.clear();
+});
+
+test('a runner that never answers, or trickles its answer, is hung up on: an infrastructure failure within its commands\' time', async () => {
+  // Two commands of 1s + 500ms each, then the 5.5s grace (500ms + 5s) a cancelled runner gets.
+  await withLyingRunner('silent', { ARGOCD_EXEC_TIMEOUT: '1s', ARGOCD_EXEC_FATAL_TIMEOUT: '500ms' }, async ({ client, worker, tgz }) => {
+    for (const [kind, boundMs, reason] of [
+      ['silent', 8_500, /no answer within 8\.5s /],
+      ['trickle', 5_500, /the answer did not arrive within 5\.5s of its first byte/],
+    ] as const) {
+      const started = Date.now();
+      const outcome = await client.generate(call(tgz, { LIE: kind }, 60_000));
+      const took = Date.now() - started;
+      assert.ok('code' in outcome && outcome.code === Status.UNAVAILABLE, `${kind}: ${JSON.stringify(outcome)}`);
+      assert.match(outcome.details, /^cmp-offload: job \S+ of plugin silent failed: cmp-offload: runner at \S+: /, kind);
+      assert.match(outcome.details, reason, kind);
+      assert.ok(took >= boundMs - 500 && took < boundMs + 4_000, `${kind}: failed after ${took} ms`);
+    }
+    assert.match(worker.stderr(), /no answer within 8\.5s [^\n]*"msg":"runner request failed"/);
+  });
 });
 
 /** Run `cmp-offload <role>` until it exits; its exit code and stderr. */

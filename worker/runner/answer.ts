@@ -1,9 +1,11 @@
-import { status as Status } from '@grpc/grpc-js';
+import type { status as Status } from '@grpc/grpc-js';
 import type { ParameterAnnouncement } from '../../proto/generated/reposerver/repository/repository.js';
 import type { PluginResult, RpcKind } from '../../cmp/plugin/request.js';
 import type { RecordedReads } from '../../cmp/trace/read-recorder.js';
-import { STAGES, type Stage } from '../../cmp/observe/metrics.js';
+import { STAGES, type Stage } from '../../cmp/observe/stages.js';
 import { ProtocolError, READ_PATH_MAX_BYTES, RUNNER_PROTOCOL_VERSION } from './protocol.js';
+
+// Runs in the answer decoder's thread (answer-thread.ts): imports nothing heavy, types aside.
 
 /** A validated answer: the plugin's result (and reads when asked), or the executor's failure. */
 export type CheckedAnswer = { stages: [Stage, number][] } & (
@@ -11,12 +13,35 @@ export type CheckedAnswer = { stages: [Stage, number][] } & (
   | { ok: false; code: Status; message: string }
 );
 
+/** What the answer to one request may hold. */
+export interface AnswerBounds {
+  kind: RpcKind;
+  /** Reads were asked for (traced cache, generate). */
+  readsAsked: boolean;
+  /** CMP_OFFLOAD_TRACE_MAX_PATHS: paths in each list of reads. */
+  maxPaths: number;
+  /**
+   * CMP_OFFLOAD_MAX_OUTPUT_BYTES: each manifest comes from at least one non-space byte of the
+   * generate command's stdout, which holds at most this many.
+   */
+  maxManifests: number;
+}
+
 /**
- * Check an ANSWER payload as hostile input: JSON of exactly the shape the proxy's encoder and
- * the stores expect for the request's kind, reads only when asked and of bounded count.
- * Throws ProtocolError (our words only, never the runner's text) on anything else.
+ * Nesting of the deepest valid answer: answer → result → parameterAnnouncements → announcement
+ * → map or array (reads and stages are shallower). Checked on the bytes before JSON.parse,
+ * which takes seconds on deep garbage.
  */
-export function checkAnswer(payload: Buffer, kind: RpcKind, readsAsked: boolean, maxPaths: number): CheckedAnswer {
+export const MAX_ANSWER_DEPTH = 5;
+
+/**
+ * Check an ANSWER payload as hostile input: JSON no deeper than a valid answer, of exactly the
+ * shape the proxy's encoder and the stores expect for the request's kind, reads only when
+ * asked and of bounded count, manifests non-empty and no more than the command's output could
+ * hold. Throws ProtocolError (our words only, never the runner's text) on anything else.
+ */
+export function checkAnswer(payload: Buffer, bounds: AnswerBounds): CheckedAnswer {
+  checkDepth(payload, MAX_ANSWER_DEPTH);
   let a: unknown;
   try {
     a = JSON.parse(payload.toString('utf8'));
@@ -32,12 +57,40 @@ export function checkAnswer(payload: Buffer, kind: RpcKind, readsAsked: boolean,
     return { ok: false, code: a.code as Status, message: a.message, stages };
   }
   if (a.ok !== true) throw new ProtocolError('the answer is neither a result nor a failure');
-  const result = checkResult(a.result, kind);
-  if (!readsAsked) {
+  const result = checkResult(a.result, bounds);
+  if (!bounds.readsAsked) {
     if (a.reads !== undefined) throw new ProtocolError('the answer has reads that were not asked for');
     return { ok: true, result, reads: undefined, stages };
   }
-  return { ok: true, result, reads: a.reads === undefined ? undefined : checkReads(a.reads, maxPaths), stages };
+  return { ok: true, result, reads: a.reads === undefined ? undefined : checkReads(a.reads, bounds.maxPaths), stages };
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * Refuse JSON text nested deeper than `max` (arrays and objects), in one pass over the bytes:
+ * strings are skipped with indexOf (an escaped quote is one after an odd run of backslashes).
+ * Malformed text is left to JSON.parse.
+ */
+export function checkDepth(bytes: Buffer, max: number): void {
+  let depth = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!;
+    if (b === QUOTE) {
+      for (;;) {
+        i = bytes.indexOf(QUOTE, i + 1);
+        if (i < 0) return;
+        let k = i - 1;
+        while (bytes[k] === BACKSLASH) k--;
+        if ((i - 1 - k) % 2 === 0) break;
+      }
+    } else if (b === 0x5b || b === 0x7b) {
+      if (++depth > max) throw new ProtocolError(`the answer nests deeper than ${max} levels`);
+    } else if (b === 0x5d || b === 0x7d) {
+      depth--;
+    }
+  }
 }
 
 /** A day in ms: no stage of one run lasts longer. */
@@ -56,11 +109,15 @@ function checkStages(s: unknown): [Stage, number][] {
   return out;
 }
 
-function checkResult(r: unknown, kind: RpcKind): PluginResult {
+function checkResult(r: unknown, { kind, maxManifests }: AnswerBounds): PluginResult {
   if (!isObject(r) || r.kind !== kind) throw new ProtocolError(`the result is not a ${kind} result`);
   switch (kind) {
     case 'generate':
       if (!isStringArray(r.manifests)) throw new ProtocolError('the manifests are not a list of strings');
+      if (r.manifests.length > maxManifests) {
+        throw new ProtocolError(`the answer has more manifests (${r.manifests.length}) than the command's output may hold (${maxManifests}, CMP_OFFLOAD_MAX_OUTPUT_BYTES)`);
+      }
+      if (r.manifests.some(m => m.length === 0)) throw new ProtocolError('the answer has an empty manifest');
       return { kind, manifests: r.manifests };
     case 'match':
       if (typeof r.isSupported !== 'boolean' || typeof r.isDiscoveryEnabled !== 'boolean') {

@@ -2,14 +2,16 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { status as Status } from '@grpc/grpc-js';
 import type { Ctx } from '../../cmp/context.js';
+import { formatGoDuration } from '../../cmp/config/go-duration.js';
 import { CmpError, messageOf } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
 import type { ReadSink } from '../../cmp/plugin/execute.js';
-import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
+import type { PluginRequest } from '../../cmp/plugin/request.js';
 import { currentTrace, noteExecFailure } from '../../cmp/observe/request-trace.js';
 import { observeStage } from '../../cmp/observe/metrics.js';
+import type { EncodedResult } from '../../cmp/queue/result-store.js';
 import { InfraError, type Execute } from '../processor.js';
-import { checkAnswer } from './answer.js';
+import { AnswerDecoder, decoderHeapMb } from './answer-decoder.js';
 import {
   answerFrameMax,
   DATA_FRAME_SEND,
@@ -27,26 +29,55 @@ export interface RunnerClientOptions {
   socketPath: string;
   /** `pluginSpecDigest` of the worker's plugin.yaml. */
   specDigest: string;
-  /** CMP_OFFLOAD_MAX_OUTPUT_BYTES: bounds the answer frame (protocol.ts). */
+  /** CMP_OFFLOAD_MAX_OUTPUT_BYTES: bounds the answer frame (protocol.ts) and its manifests. */
   outputBytes: number;
   /** CMP_OFFLOAD_TRACE_MAX_PATHS: bounds each list of recorded reads. */
   maxPaths: number;
-  /** After a cancel frame, how long the runner has to answer before the worker hangs up. */
-  cancelGraceMs: number;
+  /** ARGOCD_EXEC_TIMEOUT and ARGOCD_EXEC_FATAL_TIMEOUT, which the runner applies to each command. */
+  execTimeoutMs: number;
+  fatalTimeoutMs: number;
   log: Logger;
+}
+
+/**
+ * After a cancel frame, how long the runner has to answer before the worker hangs up; also how
+ * long an answer may take to arrive once its first byte has (the runner writes it in one go).
+ */
+export function cancelGraceMs(opts: Pick<RunnerClientOptions, 'fatalTimeoutMs'>): number {
+  return Math.max(0, opts.fatalTimeoutMs) + 5_000;
+}
+
+/**
+ * How long the runner may go without answering: what an honest one can take, as its commands
+ * run under the same timeouts (init and generate, each up to ARGOCD_EXEC_TIMEOUT, then
+ * ARGOCD_EXEC_FATAL_TIMEOUT to die) plus the cancel grace (extraction, splitting, the kill); or
+ * until the job's deadline plus that grace, whichever is sooner. Past it the worker hangs up
+ * (the runner kills the run) and the job is retried. Undefined: no bound (no exec timeout and
+ * no deadline).
+ */
+export function answerBudget(opts: Pick<RunnerClientOptions, 'execTimeoutMs' | 'fatalTimeoutMs'>, deadline: number | undefined, now = Date.now()): { ms: number; why: string } | undefined {
+  const grace = cancelGraceMs(opts);
+  const commands = opts.execTimeoutMs > 0 ? 2 * (opts.execTimeoutMs + Math.max(0, opts.fatalTimeoutMs)) + grace : undefined;
+  const untilDeadline = deadline === undefined ? undefined : Math.max(0, deadline - now) + grace;
+  if (commands !== undefined && (untilDeadline === undefined || commands <= untilDeadline)) {
+    return { ms: commands, why: 'init and generate may take ARGOCD_EXEC_TIMEOUT + ARGOCD_EXEC_FATAL_TIMEOUT each, then the runner has ARGOCD_EXEC_FATAL_TIMEOUT + 5s' };
+  }
+  return untilDeadline === undefined ? undefined : { ms: untilDeadline, why: "the job's deadline, then the runner has ARGOCD_EXEC_FATAL_TIMEOUT + 5s" };
 }
 
 /**
  * The worker's `Execute` in runner mode: one connection per request to the runner's socket,
  * the request header, the fetched tarball, a cancel frame when the job is aborted; then the
- * runner's one answer, validated. The plugin's failure comes back as a CmpError with the
- * executor's exact text; anything wrong with the runner or its answer is an InfraError (the
- * job is retried), logged here with the reason.
+ * runner's one answer, decoded and validated in a thread (answer-decoder.ts). The plugin's
+ * failure comes back as a CmpError with the executor's exact text; anything wrong with the
+ * runner or its answer, including no answer within `answerBudget`, is an InfraError (the job
+ * is retried), logged here with the reason.
  */
 export function runnerExecute(opts: RunnerClientOptions): Execute {
+  const decoder = new AnswerDecoder(decoderHeapMb(answerFrameMax(opts.outputBytes)));
   return async (req, tgzPath, ctx, sink) => {
     try {
-      return await callRunner(opts, req, tgzPath, ctx, sink);
+      return await callRunner(opts, decoder, req, tgzPath, ctx, sink);
     } catch (err) {
       if (err instanceof InfraError) opts.log.warn({ runner: opts.socketPath, kind: req.kind, err: err.message }, 'runner request failed');
       throw err;
@@ -54,7 +85,7 @@ export function runnerExecute(opts: RunnerClientOptions): Execute {
   };
 }
 
-async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
+async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
   const size = (await fs.promises.stat(tgzPath)).size;
   const header: RunnerRequest = {
     v: RUNNER_PROTOCOL_VERSION,
@@ -66,16 +97,25 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
     size,
   };
   const socket = net.createConnection(opts.socketPath);
+  // Started while the runner works: ready by the time its answer comes.
+  decoder.warm();
   const answerMax = answerFrameMax(opts.outputBytes);
   const reader = new FrameReader(type => (type === FrameType.ANSWER ? answerMax : undefined));
+  const grace = cancelGraceMs(opts);
+  const budget = answerBudget(opts, ctx.deadline);
 
-  return new Promise<PluginResult>((resolve, reject) => {
+  return new Promise<EncodedResult>((resolve, reject) => {
     let settled = false;
+    /** The whole answer frame has come: the connection's end and any later bytes do not matter. */
+    let answered = false;
     let graceTimer: NodeJS.Timeout | undefined;
-    const finish = (err: Error | undefined, result?: PluginResult) => {
+    let arrivalTimer: NodeJS.Timeout | undefined;
+    const finish = (err: Error | undefined, result?: EncodedResult) => {
       if (settled) return;
       settled = true;
       clearTimeout(graceTimer);
+      clearTimeout(budgetTimer);
+      clearTimeout(arrivalTimer);
       ctx.signal.removeEventListener('abort', onAbort);
       socket.destroy();
       if (err) reject(err);
@@ -85,9 +125,15 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
     const onAbort = () => {
       const reason: CancelReason = (ctx.signal.reason as CmpError | undefined)?.code === Status.DEADLINE_EXCEEDED ? 'deadline' : 'canceled';
       if (socket.writable) socket.write(encodeFrame(FrameType.CANCEL, JSON.stringify({ reason })));
-      graceTimer = setTimeout(() => finish(ctx.signal.reason as Error), opts.cancelGraceMs);
+      graceTimer = setTimeout(() => finish(ctx.signal.reason as Error), grace);
     };
     const infra = (what: string) => finish(ctx.signal.aborted ? (ctx.signal.reason as Error) : new InfraError(`cmp-offload: runner at ${opts.socketPath}: ${what}`));
+    const invalid = (what: string) => finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} gave an invalid answer: ${what}`));
+    // A runner that accepted and went silent (or wedged) does not hold the job until its lock is lost.
+    const budgetTimer =
+      budget && budget.ms < 2 ** 31
+        ? setTimeout(() => infra(`no answer within ${formatGoDuration(budget.ms)} (${budget.why}): hung up`), budget.ms)
+        : undefined;
 
     socket.on('connect', () => {
       socket.write(encodeFrame(FrameType.HEADER, JSON.stringify(header)));
@@ -98,7 +144,9 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
       });
     });
     socket.on('data', (chunk: Buffer) => {
-      if (settled) return;
+      if (settled || answered) return;
+      // The runner writes its answer in one go: one that trickles is hung up on.
+      arrivalTimer ??= setTimeout(() => infra(`the answer did not arrive within ${formatGoDuration(grace)} of its first byte`), grace);
       let frames;
       try {
         frames = reader.push(chunk);
@@ -109,24 +157,33 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
       if (frames.length > 1 || reader.pending() > 0) {
         return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: more than one answer`));
       }
-      try {
-        const a = checkAnswer(frames[0]!.payload, req.kind, sink !== undefined, opts.maxPaths);
-        // The runner's stage timings and command failures feed the worker's log line and metrics.
-        const trace = currentTrace();
-        for (const [stage, ms] of a.stages) trace ? trace.addStage(stage, ms) : observeStage(stage, ms);
-        if (!a.ok) {
-          if (COMMAND_FAILED.test(a.message)) noteExecFailure(a.message, ctx.signal.aborted, a.code === Status.RESOURCE_EXHAUSTED);
-          return finish(new CmpError(a.message, a.code));
-        }
-        if (sink) sink.reads = a.reads;
-        return finish(undefined, a.result);
-      } catch (err) {
-        if (!(err instanceof ProtocolError)) throw err;
-        return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} gave an invalid answer: ${err.message}`));
-      }
+      answered = true;
+      clearTimeout(budgetTimer);
+      clearTimeout(arrivalTimer);
+      socket.pause();
+      const bounds = { kind: req.kind, readsAsked: sink !== undefined, maxPaths: opts.maxPaths, maxManifests: opts.outputBytes };
+      decoder.decode(frames[0]!.payload, bounds).then(
+        a => {
+          if (settled) return;
+          // The runner's stage timings and command failures feed the worker's log line and metrics.
+          const trace = currentTrace();
+          for (const [stage, ms] of a.stages) trace ? trace.addStage(stage, ms) : observeStage(stage, ms);
+          if (!a.ok) {
+            if (COMMAND_FAILED.test(a.message)) noteExecFailure(a.message, ctx.signal.aborted, a.code === Status.RESOURCE_EXHAUSTED);
+            return finish(new CmpError(a.message, a.code));
+          }
+          if (sink) sink.reads = a.reads;
+          finish(undefined, a.result);
+        },
+        (err: unknown) => invalid(err instanceof ProtocolError ? err.message : 'it could not be decoded'),
+      );
     });
-    socket.on('error', err => infra(`connection failed: ${(err as NodeJS.ErrnoException).code ?? err.message}`));
-    socket.on('close', () => infra('the connection closed before an answer (runner stopped or crashed?)'));
+    socket.on('error', err => {
+      if (!answered) infra(`connection failed: ${(err as NodeJS.ErrnoException).code ?? err.message}`);
+    });
+    socket.on('close', () => {
+      if (!answered) infra('the connection closed before an answer (runner stopped or crashed?)');
+    });
   });
 }
 

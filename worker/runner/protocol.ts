@@ -86,49 +86,59 @@ export interface Frame {
 /**
  * Splits a byte stream into frames. `maxPayload(type)` gives the bound of each type this side
  * accepts (undefined: the type is not expected); a frame beyond its bound is refused from its
- * prefix, before any of its payload is buffered.
+ * prefix, before any of its payload is buffered. A frame that spans chunks is copied into a
+ * buffer of its own as its bytes come (no copy of the whole frame at its end, on the event
+ * loop); one that arrives within a chunk is a slice of it.
  */
 export class FrameReader {
-  private chunks: Buffer[] = [];
-  private buffered = 0;
+  private readonly prefix = Buffer.alloc(FRAME_PREFIX_BYTES);
+  /** Bytes of the next frame's prefix received so far (while `current` is undefined). */
+  private prefixFilled = 0;
+  /** The frame whose payload is being received. */
+  private current: { type: FrameType; payload: Buffer; filled: number } | undefined;
 
   constructor(private readonly maxPayload: (type: number) => number | undefined) {}
 
   /** Feed bytes; returns the frames completed by them. Throws ProtocolError on a bad frame. */
   push(chunk: Buffer): Frame[] {
-    this.chunks.push(chunk);
-    this.buffered += chunk.length;
     const frames: Frame[] = [];
-    for (;;) {
-      if (this.buffered < FRAME_PREFIX_BYTES) break;
-      const prefix = this.peek(FRAME_PREFIX_BYTES);
-      const type = prefix.readUInt8(0);
-      const length = prefix.readUInt32BE(1);
-      const max = this.maxPayload(type);
-      if (max === undefined) throw new ProtocolError(`unexpected frame type ${type}`);
-      if (length > max) throw new ProtocolError(`frame of type ${type} has ${length} bytes, more than its limit of ${max}`);
-      if (this.buffered < FRAME_PREFIX_BYTES + length) break;
-      const all = this.take(FRAME_PREFIX_BYTES + length);
-      frames.push({ type: type as FrameType, payload: all.subarray(FRAME_PREFIX_BYTES) });
+    let at = 0;
+    while (at < chunk.length) {
+      if (!this.current) {
+        const n = Math.min(FRAME_PREFIX_BYTES - this.prefixFilled, chunk.length - at);
+        chunk.copy(this.prefix, this.prefixFilled, at, at + n);
+        this.prefixFilled += n;
+        at += n;
+        if (this.prefixFilled < FRAME_PREFIX_BYTES) break;
+        this.prefixFilled = 0;
+        const type = this.prefix.readUInt8(0);
+        const length = this.prefix.readUInt32BE(1);
+        const max = this.maxPayload(type);
+        if (max === undefined) throw new ProtocolError(`unexpected frame type ${type}`);
+        if (length > max) throw new ProtocolError(`frame of type ${type} has ${length} bytes, more than its limit of ${max}`);
+        if (chunk.length - at >= length) {
+          frames.push({ type: type as FrameType, payload: chunk.subarray(at, at + length) });
+          at += length;
+          continue;
+        }
+        // Memory of its own (allocated, not touched: pages are committed as the bytes come).
+        this.current = { type: type as FrameType, payload: Buffer.allocUnsafeSlow(length), filled: 0 };
+      }
+      const c = this.current;
+      const n = Math.min(c.payload.length - c.filled, chunk.length - at);
+      chunk.copy(c.payload, c.filled, at, at + n);
+      c.filled += n;
+      at += n;
+      if (c.filled === c.payload.length) {
+        frames.push({ type: c.type, payload: c.payload });
+        this.current = undefined;
+      }
     }
     return frames;
   }
 
   /** Bytes of an incomplete frame still buffered (a stream that ends with some is truncated). */
   pending(): number {
-    return this.buffered;
-  }
-
-  private peek(n: number): Buffer {
-    if (this.chunks[0]!.length < n) this.chunks = [Buffer.concat(this.chunks)];
-    return this.chunks[0]!.subarray(0, n);
-  }
-
-  private take(n: number): Buffer {
-    const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
-    const rest = all.subarray(n);
-    this.chunks = rest.length > 0 ? [rest] : [];
-    this.buffered = rest.length;
-    return all.subarray(0, n);
+    return this.prefixFilled + (this.current ? FRAME_PREFIX_BYTES + this.current.filled : 0);
   }
 }

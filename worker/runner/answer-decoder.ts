@@ -1,0 +1,116 @@
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { status as Status } from '@grpc/grpc-js';
+import type { Stage } from '../../cmp/observe/stages.js';
+import { EncodedResult } from '../../cmp/queue/result-store.js';
+import type { RecordedReads } from '../../cmp/trace/read-recorder.js';
+import type { AnswerBounds } from './answer.js';
+import { ProtocolError } from './protocol.js';
+
+/** What the thread is asked: one ANSWER payload (transferred) and what it may hold. */
+export interface DecodeJob {
+  id: number;
+  payload: ArrayBuffer;
+  bounds: AnswerBounds;
+}
+
+/** What the thread answers: the checked answer, a result as its JSON bytes; or the refusal. */
+export type DecodeReply =
+  | ({ id: number; stages: [Stage, number][] } & (
+      | { ok: true; json: Uint8Array; manifestBytes: number; reads: RecordedReads | undefined }
+      | { ok: false; code: Status; message: string }
+    ))
+  | { id: number; refused: string };
+
+/** A checked answer on the worker's side: a result arrives in its stored form (EncodedResult). */
+export type DecodedAnswer = { stages: [Stage, number][] } & (
+  | { ok: true; result: EncodedResult; reads: RecordedReads | undefined }
+  | { ok: false; code: Status; message: string }
+);
+
+const MiB = 1024 * 1024;
+
+/**
+ * Heap of the decoder's thread for answers of up to `frameMax` bytes: the text, the parsed
+ * value and its re-encoding, with room to spare. An answer that needs more (crafted: millions
+ * of tiny objects) ends the thread, not the worker, and is refused.
+ */
+export function decoderHeapMb(frameMax: number): number {
+  return Math.ceil((4 * frameMax) / MiB) + 64;
+}
+
+/**
+ * Decodes runner answers off the worker's event loop: the runner controls their content (up to
+ * answerFrameMax bytes), and a JSON.parse of that on the loop could block it for seconds and
+ * stall lock renewals and /healthz. One thread, started on first use and kept (unref'd) while
+ * idle, with a bounded heap, checks answers one at a time (checkAnswer) and hands back a
+ * result as its JSON bytes: the payload goes in and the result comes out by transfer, so the
+ * loop never parses, copies or stringifies them. Rejects with ProtocolError only.
+ */
+export class AnswerDecoder {
+  private thread: Worker | undefined;
+  private readonly pending = new Map<number, { resolve: (a: DecodedAnswer) => void; reject: (e: Error) => void }>();
+  private nextId = 1;
+
+  constructor(private readonly heapMb: number) {}
+
+  decode(payload: Buffer, bounds: AnswerBounds): Promise<DecodedAnswer> {
+    const thread = this.start();
+    const id = this.nextId++;
+    // A frame that spanned chunks owns its memory (FrameReader); a slice of a chunk is copied.
+    const own = payload.byteOffset === 0 && payload.byteLength === payload.buffer.byteLength ? payload : new Uint8Array(payload);
+    const job: DecodeJob = { id, payload: own.buffer as ArrayBuffer, bounds };
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      thread.ref();
+      thread.postMessage(job, [job.payload]);
+    });
+  }
+
+  /** Start the thread ahead of the first answer. */
+  warm(): void {
+    this.start();
+  }
+
+  private start(): Worker {
+    if (this.thread) return this.thread;
+    const thread = startThread(this.heapMb);
+    this.thread = thread;
+    thread.unref();
+    thread.on('message', (reply: DecodeReply) => {
+      const p = this.pending.get(reply.id);
+      if (!p) return;
+      this.pending.delete(reply.id);
+      if (this.pending.size === 0) thread.unref();
+      if ('refused' in reply) return p.reject(new ProtocolError(reply.refused));
+      if (!reply.ok) return p.resolve({ ok: false, code: reply.code, message: reply.message, stages: reply.stages });
+      const json = Buffer.from(reply.json.buffer, reply.json.byteOffset, reply.json.byteLength);
+      p.resolve({ ok: true, result: new EncodedResult(json, reply.manifestBytes), reads: reply.reads, stages: reply.stages });
+    });
+    const lost = (err: Error & { code?: string }) => {
+      if (this.thread === thread) this.thread = undefined;
+      const why =
+        err.code === 'ERR_WORKER_OUT_OF_MEMORY'
+          ? `the answer could not be decoded within the decoder's ${this.heapMb} MiB heap`
+          : `the answer decoder stopped (${err.code ?? 'exit'})`;
+      for (const p of this.pending.values()) p.reject(new ProtocolError(why));
+      this.pending.clear();
+    };
+    thread.on('error', lost);
+    thread.on('exit', () => lost(new Error('exited')));
+    return thread;
+  }
+}
+
+/**
+ * Under tsx (development) the entry is a .ts file, which a thread cannot load by itself on
+ * Node 20: register tsx's loader in it first (as the extraction pool does).
+ */
+function startThread(heapMb: number): Worker {
+  const fromSource = fileURLToPath(import.meta.url).endsWith('.ts');
+  const entry = new URL(`./answer-thread.${fromSource ? 'ts' : 'js'}`, import.meta.url);
+  const resourceLimits = { maxOldGenerationSizeMb: heapMb };
+  if (!fromSource) return new Worker(entry, { resourceLimits });
+  const boot = `import('tsx/esm/api').then(m => { m.register(); return import(${JSON.stringify(entry.href)}); })`;
+  return new Worker(boot, { eval: true, resourceLimits });
+}
