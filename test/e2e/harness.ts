@@ -28,6 +28,7 @@ export interface CmpServer {
   socketPath: string;
   /** Every `_cmp_server` work root in play (proxy, and workers in distributed mode). */
   workRoots: string[];
+  /** What every process (proxy, workers, their runners) wrote to stderr so far. */
   stderr(): string;
   /** Stop everything; resolves with the proxy's exit code. */
   stop(): Promise<number | null>;
@@ -54,7 +55,7 @@ export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServ
     mode,
     socketPath: d.proxy.socketPath,
     workRoots: [d.proxy.workRoot, ...d.workers.map(w => path.join(w.base, 'work', '_cmp_server'))],
-    stderr: () => [d.proxy.stderr(), ...d.workers.map(w => w.stderr())].join('\n'),
+    stderr: () => [d.proxy.stderr(), ...d.workers.flatMap(w => [w.stderr(), w.runner?.stderr() ?? ''])].join('\n'),
     async stop() {
       const code = await d.proxy.stop();
       await d.stop();

@@ -147,14 +147,15 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
       if (settled || answered) return;
       // The runner writes its answer in one go: one that trickles is hung up on.
       arrivalTimer ??= setTimeout(() => infra(`the answer did not arrive within ${formatGoDuration(grace)} of its first byte`), grace);
-      let frames;
+      let frame;
       try {
-        frames = reader.push(chunk);
+        reader.push(chunk);
+        frame = reader.next();
       } catch (err) {
         return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: ${(err as Error).message}`));
       }
-      if (frames.length === 0) return;
-      if (frames.length > 1 || reader.pending() > 0) {
+      if (!frame) return;
+      if (reader.pending() > 0) {
         return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: more than one answer`));
       }
       answered = true;
@@ -162,7 +163,7 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
       clearTimeout(arrivalTimer);
       socket.pause();
       const bounds = { kind: req.kind, readsAsked: sink !== undefined, maxPaths: opts.maxPaths, maxManifests: opts.outputBytes };
-      decoder.decode(frames[0]!.payload, bounds).then(
+      decoder.decode(frame.payload, bounds).then(
         a => {
           if (settled) return;
           // The runner's stage timings and command failures feed the worker's log line and metrics.

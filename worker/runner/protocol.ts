@@ -84,13 +84,22 @@ export interface Frame {
 }
 
 /**
- * Splits a byte stream into frames. `maxPayload(type)` gives the bound of each type this side
- * accepts (undefined: the type is not expected); a frame beyond its bound is refused from its
- * prefix, before any of its payload is buffered. A frame that spans chunks is copied into a
- * buffer of its own as its bytes come (no copy of the whole frame at its end, on the event
- * loop); one that arrives within a chunk is a slice of it.
+ * Splits a byte stream into frames, one at a time. `maxPayload(type)` gives the bound of each
+ * type this side accepts (undefined: the type is not expected); a frame beyond its bound is
+ * refused from its prefix, before any of its payload is buffered.
+ *
+ * `maxPayload` may depend on the frames handled so far (the runner takes DATA only after the
+ * HEADER): `next()` reads a frame's prefix only once every earlier frame has been handed out, so
+ * handle each frame before asking for the next. One read of the socket often holds several
+ * frames (HEADER and the first DATA frame, when the peer was slow to read).
+ *
+ * A frame that spans chunks is copied into a buffer of its own as its bytes come (no copy of the
+ * whole frame at its end, on the event loop); one that arrives within a chunk is a slice of it.
  */
 export class FrameReader {
+  /** Bytes pushed and not yet consumed, oldest first. */
+  private queue: Buffer[] = [];
+  private queued = 0;
   private readonly prefix = Buffer.alloc(FRAME_PREFIX_BYTES);
   /** Bytes of the next frame's prefix received so far (while `current` is undefined). */
   private prefixFilled = 0;
@@ -99,46 +108,63 @@ export class FrameReader {
 
   constructor(private readonly maxPayload: (type: number) => number | undefined) {}
 
-  /** Feed bytes; returns the frames completed by them. Throws ProtocolError on a bad frame. */
-  push(chunk: Buffer): Frame[] {
-    const frames: Frame[] = [];
-    let at = 0;
-    while (at < chunk.length) {
+  /** Feed bytes; take the frames they complete with `next()`. */
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    this.queue.push(chunk);
+    this.queued += chunk.length;
+  }
+
+  /** The next complete frame, or undefined until more bytes come. Throws ProtocolError on a bad frame. */
+  next(): Frame | undefined {
+    while (this.queue.length > 0) {
       if (!this.current) {
-        const n = Math.min(FRAME_PREFIX_BYTES - this.prefixFilled, chunk.length - at);
-        chunk.copy(this.prefix, this.prefixFilled, at, at + n);
+        const head = this.queue[0]!;
+        const n = Math.min(FRAME_PREFIX_BYTES - this.prefixFilled, head.length);
+        head.copy(this.prefix, this.prefixFilled, 0, n);
         this.prefixFilled += n;
-        at += n;
-        if (this.prefixFilled < FRAME_PREFIX_BYTES) break;
+        this.consume(n);
+        if (this.prefixFilled < FRAME_PREFIX_BYTES) continue;
         this.prefixFilled = 0;
         const type = this.prefix.readUInt8(0);
         const length = this.prefix.readUInt32BE(1);
         const max = this.maxPayload(type);
         if (max === undefined) throw new ProtocolError(`unexpected frame type ${type}`);
         if (length > max) throw new ProtocolError(`frame of type ${type} has ${length} bytes, more than its limit of ${max}`);
-        if (chunk.length - at >= length) {
-          frames.push({ type: type as FrameType, payload: chunk.subarray(at, at + length) });
-          at += length;
-          continue;
+        const rest = this.queue[0];
+        if (length === 0 || (rest && rest.length >= length)) {
+          const payload = rest ? rest.subarray(0, length) : Buffer.alloc(0);
+          this.consume(length);
+          return { type: type as FrameType, payload };
         }
         // Memory of its own (allocated, not touched: pages are committed as the bytes come).
         this.current = { type: type as FrameType, payload: Buffer.allocUnsafeSlow(length), filled: 0 };
+        continue;
       }
       const c = this.current;
-      const n = Math.min(c.payload.length - c.filled, chunk.length - at);
-      chunk.copy(c.payload, c.filled, at, at + n);
+      const head = this.queue[0]!;
+      const n = Math.min(c.payload.length - c.filled, head.length);
+      head.copy(c.payload, c.filled, 0, n);
       c.filled += n;
-      at += n;
+      this.consume(n);
       if (c.filled === c.payload.length) {
-        frames.push({ type: c.type, payload: c.payload });
         this.current = undefined;
+        return { type: c.type, payload: c.payload };
       }
     }
-    return frames;
+    return undefined;
   }
 
   /** Bytes of an incomplete frame still buffered (a stream that ends with some is truncated). */
   pending(): number {
-    return this.prefixFilled + (this.current ? FRAME_PREFIX_BYTES + this.current.filled : 0);
+    return this.queued + this.prefixFilled + (this.current ? FRAME_PREFIX_BYTES + this.current.filled : 0);
+  }
+
+  /** Drops `n` bytes from the head of the queue (never more than the head holds). */
+  private consume(n: number): void {
+    if (n === 0) return;
+    this.queued -= n;
+    if (n === this.queue[0]!.length) this.queue.shift();
+    else this.queue[0] = this.queue[0]!.subarray(n);
   }
 }

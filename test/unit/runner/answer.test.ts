@@ -37,14 +37,20 @@ test('frames come out whole whatever the chunking: sliced within a chunk, copied
   for (const size of [1, 3, 5, 7, 64, frames.length]) {
     const reader = new FrameReader(() => 2000);
     const got: string[] = [];
-    for (let at = 0; at < frames.length; at += size) for (const f of reader.push(frames.subarray(at, at + size))) got.push(f.payload.toString());
+    for (let at = 0; at < frames.length; at += size) {
+      reader.push(frames.subarray(at, at + size));
+      for (let f; (f = reader.next()); ) got.push(f.payload.toString());
+    }
     assert.deepEqual(got, ['first', '', 'x'.repeat(1000)], `chunks of ${size}`);
     assert.equal(reader.pending(), 0);
   }
   const reader = new FrameReader(() => 2000);
   reader.push(encodeFrame(FrameType.ANSWER, 'x'.repeat(1000)).subarray(0, 10));
   assert.equal(reader.pending(), 10);
-  assert.throws(() => new FrameReader(() => 10).push(encodeFrame(FrameType.ANSWER, 'x'.repeat(11)).subarray(0, 5)), ProtocolError);
+  assert.equal(reader.next(), undefined);
+  const small = new FrameReader(() => 10);
+  small.push(encodeFrame(FrameType.ANSWER, 'x'.repeat(11)).subarray(0, 5));
+  assert.throws(() => small.next(), ProtocolError);
 });
 
 test('the decoder thread: a result comes back as the JSON the store would have written, refusals as ProtocolError', async () => {
