@@ -120,6 +120,9 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
         indexer = new TreeIndexer({ maxExtractedBytes: opts.maxExtractedBytes, maxEntries: opts.maxEntries });
         spool = fs.createWriteStream(opts.tgzPath, { mode: 0o600, highWaterMark: 4 * SPOOL_BATCH_BYTES });
         spool.on('error', err => fail(new CmpError(`error receiving tgz file: error writing tgz file: ${messageOf(err)}`), true));
+        // Go checks ctx before every Recv after the header: a context that was done before the
+        // call began (no 'abort' event then) fails here, as it does when it ends mid-stream.
+        if (opts.ctx.signal.aborted) onAbort();
         return;
       }
       if (!msg.file) return fail(new CmpError('error receiving tgz file: stream request file is nil'));

@@ -28,6 +28,8 @@ export interface CmpServer {
   socketPath: string;
   /** Every `_cmp_server` work root in play (proxy, and workers in distributed mode). */
   workRoots: string[];
+  /** Distributed mode: the Redis every process shares. */
+  redisUrl?: string;
   /** What every process (proxy, workers, their runners) wrote to stderr so far. */
   stderr(): string;
   /** Stop everything; resolves with the proxy's exit code. */
@@ -55,6 +57,7 @@ export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServ
     mode,
     socketPath: d.proxy.socketPath,
     workRoots: [d.proxy.workRoot, ...d.workers.map(w => path.join(w.base, 'work', '_cmp_server'))],
+    redisUrl: d.env.CMP_OFFLOAD_REDIS_URL,
     stderr: () => [d.proxy.stderr(), ...d.workers.flatMap(w => [w.stderr(), w.runner?.stderr() ?? ''])].join('\n'),
     async stop() {
       const code = await d.proxy.stop();

@@ -3,7 +3,12 @@ import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { decodeFailure, type JobFailure } from '../../cmp/queue/job-contract.js';
+import { TEST_SIGNING_KEY } from '../helpers/distributed.js';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
+import { assertServerAnswer, GRPC_JS_DEADLINE_TEXT, wireGenerate, type WireOutcome } from '../helpers/raw-grpc.js';
 import { tarballOf } from '../helpers/repo.js';
 import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
@@ -23,6 +28,11 @@ const STUBBORN =
   'trap \\"\\" TERM; (trap \\"\\" TERM; sleep 3; echo late > $MARKER.late) & echo $$ > $MARKER.pid; sleep 30 & wait; sleep 30 & wait';
 // The grandchild's delay is $LATE seconds (default 3): it must outlast the kill under test.
 const POLITE = 'echo $$ > $MARKER.pid; (sleep ${LATE:-3}; echo late > $MARKER.late) & sleep 30';
+// POLITE whose grandchild writes the time (ms since epoch) it got SIGTERM to $MARKER.term and exits.
+const TERMED =
+  'echo $$ > $MARKER.pid; (trap \\"date +%s%3N > $MARKER.t; mv $MARKER.t $MARKER.term; exit 0\\" TERM; sleep ${LATE:-3} & wait; echo late > $MARKER.late) & sleep 30';
+// A child that ignores SIGTERM holds the command's output open until SIGKILL.
+const HOLD = 'echo $$ > $MARKER.pid; (trap \\"\\" TERM; sleep 30) & sleep 30';
 
 function request(tgz: Buffer, marker: string, timeoutMs?: number, late = 3) {
   const env = [{ name: 'MARKER', value: marker }, { name: 'LATE', value: String(late) }];
@@ -54,6 +64,26 @@ async function assertTreeDied(marker: string, lateSeconds = 3): Promise<void> {
   // The grandchild would have written the marker `lateSeconds` after start; wait past that.
   await new Promise(r => setTimeout(r, lateSeconds * 1000 + 500));
   assert.equal(fs.existsSync(`${marker}.late`), false, 'a child survived the kill');
+}
+
+/** The failure the worker reported for the newest failed job of the `deadline` queue (distributed mode). */
+async function failureOfLastJob(server: CmpServer): Promise<JobFailure> {
+  const connection = new Redis(server.redisUrl!, { maxRetriesPerRequest: null });
+  const queue = new Queue('deadline', { connection, prefix: '{cmp-offload}' });
+  try {
+    const end = Date.now() + 15_000;
+    for (;;) {
+      const newest = (await queue.getFailed()).sort((a, b) => b.timestamp - a.timestamp)[0];
+      // Uncached requests bind a job's signed failure to its id (the result id the proxy chose).
+      const failure = newest && decodeFailure(Buffer.from(TEST_SIGNING_KEY), newest.id!, newest.id!, newest.failedReason);
+      if (failure) return failure;
+      if (Date.now() > end) throw new Error(`no failed job with a signed failure: ${newest?.failedReason}`);
+      await new Promise(r => setTimeout(r, 50));
+    }
+  } finally {
+    await queue.close();
+    connection.disconnect();
+  }
 }
 
 after(() => fs.rmSync(markerDir, { recursive: true, force: true }));
@@ -103,40 +133,92 @@ for (const mode of MODES) {
 
   describe(`caller deadline (${mode})`, () => {
     let server: CmpServer;
-    let client: CmpTestClient;
     before(async () => {
       server = await startCmp(mode, {
-        pluginYaml: pluginYaml('deadline', `generate:\n  command: [sh, -c]\n  args: ["${POLITE}"]`),
+        pluginYaml: pluginYaml('deadline', `generate:\n  command: [sh, -c]\n  args: ["if [ -n \\"$HOLD\\" ]; then ${HOLD}; else ${TERMED}; fi"]`),
         socketName: 'deadline.sock',
         env: { CMP_OFFLOAD_CACHE: 'off' },
       });
-      client = openCmpClient(server.socketPath);
     });
     after(async () => {
-      client.close();
       await server.stop();
     });
 
-    test('the deadline kills the process group (SIGTERM to the group, main process killed) before the caller gives up', async () => {
+    // These calls go over plain HTTP/2 (wireGenerate): the client sends grpc-timeout but keeps no
+    // deadline of its own, so every status seen here is one the server sent. grpc-js on the server
+    // still answers `Deadline exceeded` itself at the deadline if our code has not answered by then.
+
+    test('the deadline kills the process group 100 ms early (main process killed, SIGTERM to the group), and a caller still waiting gets Argo\'s signal text', async () => {
       const marker = path.join(markerDir, `deadline-${mode}`);
       const tgz = await tarballOf({ 'f.txt': 'x' });
-      // Long enough for the command to start even on a loaded machine; the plugin sleeps 30 s.
-      const res = await client.generate(request(tgz, marker, 5_000, 8));
-      assert.ok('code' in res);
-      // Either our error arrives in the last 100 ms, or the client's own deadline wins the race.
-      if (res.code === Status.UNKNOWN) assert.match(res.details, /^error generating manifests: `sh -c ".*"` failed signal: (killed|terminated)$/);
-      else assert.equal(res.code, Status.DEADLINE_EXCEEDED);
+      const timeoutMs = 5_000; // long enough for the command to start even on a loaded machine; it sleeps 30 s
+      const started = Date.now();
+      const res = await wireGenerate(server.socketPath, request(tgz, marker, timeoutMs, 8));
+      // The grandchild's trap may still be running when the answer comes.
+      await eventually(() => fs.existsSync(`${marker}.term`), 10_000, 'the grandchild to record its SIGTERM');
+      const termAt = Number(fs.readFileSync(`${marker}.term`, 'utf8'));
+      // The server measures the deadline from when it got the call (after `started`); the group got
+      // SIGTERM no earlier than deadline - 100 ms and, allowing for a loaded machine, about then.
+      assert.ok(termAt >= started + timeoutMs - 100, `SIGTERM ${started + timeoutMs - termAt} ms before the caller's deadline`);
+      assert.ok(termAt < started + timeoutMs + 1_000, `SIGTERM ${termAt - started - timeoutMs} ms after the caller's deadline`);
+      const text = /^error generating manifests: `sh -c ".*"` failed signal: (killed|terminated)$/;
+      if (mode === 'standalone') {
+        // In-process the answer follows the kill within milliseconds: inside the 100 ms buffer.
+        assert.ok('status' in res, JSON.stringify(res));
+        assert.equal(res.status, Status.UNKNOWN, res.message);
+        assert.match(res.message, text);
+      } else {
+        // Through a worker the answer takes several Redis round trips after the kill; on a loaded
+        // machine these can exceed the 100 ms buffer, and grpc-js then answers at the deadline.
+        // What the worker reported (and the proxy relays when in time) is checked on the job.
+        const failure = await failureOfLastJob(server);
+        assert.equal(failure.code, Status.UNKNOWN, failure.message);
+        assert.match(failure.message, text);
+        assertServerAnswer(res, { code: Status.UNKNOWN, text: failure.message }, timeoutMs);
+      }
       await assertTreeDied(marker, 8);
       await eventually(() => leftovers(server).length === 0, 5_000, 'work dirs to be removed');
     });
 
-    test('a request whose deadline has already passed when the command would start fails with DEADLINE_EXCEEDED', async () => {
-      // 50 ms is inside the 100 ms buffer: the context is done before anything runs.
+    test('a caller whose deadline passes while the command\'s children still hold its output gets DEADLINE_EXCEEDED at the deadline; the group is SIGKILLed 5 s later', async () => {
+      // The main process is killed at deadline - 100 ms, but a child that ignores SIGTERM keeps the
+      // output pipe open until the group's SIGKILL 5 s later: no answer can come before the deadline.
+      const marker = path.join(markerDir, `hold-${mode}`);
       const tgz = await tarballOf({ 'f.txt': 'x' });
-      const res = await client.generate({ ...request(tgz, path.join(markerDir, 'never'), 50) });
-      assert.ok('code' in res);
-      assert.equal(res.code, Status.DEADLINE_EXCEEDED);
-      assert.equal(fs.existsSync(path.join(markerDir, 'never.pid')), false);
+      const timeoutMs = 3_000;
+      const env = [{ name: 'MARKER', value: marker }, { name: 'HOLD', value: '1' }];
+      const res = await wireGenerate(server.socketPath, { metadata: repoMetadata(tgz, { env }), chunks: chunksOf(tgz, 1024), timeoutMs });
+      const answeredAt = Date.now();
+      assert.ok('status' in res, JSON.stringify(res));
+      assert.deepEqual([res.status, res.message], [Status.DEADLINE_EXCEEDED, GRPC_JS_DEADLINE_TEXT], 'grpc-js answered at the deadline: our code had no answer yet');
+      assert.ok(res.ms >= timeoutMs, `answered after ${res.ms} ms, before the ${timeoutMs} ms deadline`);
+      const pgid = Number(fs.readFileSync(`${marker}.pid`, 'utf8'));
+      assert.ok(groupAlive(pgid), 'the holding child got SIGTERM only, not yet SIGKILL');
+      await eventually(() => !groupAlive(pgid), 12_000, `process group ${pgid} to be SIGKILLed`);
+      assert.ok(Date.now() - answeredAt > 3_000, `the group died ${Date.now() - answeredAt} ms after the deadline, before its 5 s of SIGTERM grace`);
+      await eventually(() => leftovers(server).length === 0, 5_000, 'work dirs to be removed');
+    });
+
+    test('a request whose deadline has passed (inside the 100 ms buffer) on arrival is answered by the server with Argo\'s context error and runs nothing', async () => {
+      const tgz = await tarballOf({ 'f.txt': 'x' });
+      const marker = path.join(markerDir, `never-${mode}`);
+      // grpc-timeout 100 ms: deadline - 100 ms is already past when the call arrives, so Go's
+      // receive loop fails before its first Recv after the header. grpc-js's own timer would
+      // answer `Deadline exceeded` 100 ms after arrival: on a loaded machine that can beat our
+      // answer, so such a round is tried again (a server ignoring the deadline never answers).
+      let res: WireOutcome | undefined;
+      for (let round = 0; round < 3 && (!res || ('status' in res && res.message === GRPC_JS_DEADLINE_TEXT)); round++) {
+        res = await wireGenerate(server.socketPath, request(tgz, marker, 100));
+      }
+      assert.ok(res && 'status' in res, JSON.stringify(res));
+      assert.deepEqual(
+        [res.status, res.message],
+        [Status.DEADLINE_EXCEEDED, 'generate manifest error receiving stream: error receiving tgz file: stream context error: context deadline exceeded'],
+      );
+      // A command that had started (here or on a worker) writes its pid at once.
+      await new Promise(r => setTimeout(r, 3_000));
+      assert.equal(fs.existsSync(`${marker}.pid`), false, 'the command ran');
+      assert.deepEqual(leftovers(server), []);
     });
   });
 }

@@ -53,11 +53,24 @@ export function generateCall(
 
 export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 
-/** Poll until `check` holds or fail after `ms`. */
-export async function until(check: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
+/** Poll until `check` gives something truthy (returned) or fail after `ms`. */
+export async function until<T>(check: () => T | Promise<T>, ms: number, what: string): Promise<NonNullable<T>> {
   const end = Date.now() + ms;
-  while (!(await check())) {
+  for (;;) {
+    const v = await check();
+    if (v) return v as NonNullable<T>;
     if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await sleep(25);
   }
+}
+
+/**
+ * The code and text a worker stored as a job's failedReason (its signed failure; the signature
+ * is not checked here), or undefined when the reason is not one.
+ */
+export function failureOf(reason: string): { code: number; message: string; canceled: boolean } | undefined {
+  const m = /^cmp-offload\/failure\/v2:[0-9a-f]{64}:(.*)$/s.exec(reason);
+  if (!m) return undefined;
+  const [code, message, canceled] = JSON.parse(m[1]!) as [number, string, boolean];
+  return { code, message, canceled };
 }

@@ -12,7 +12,8 @@ import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { startProxy } from '../helpers/proxy-process.js';
 import { BIN } from '../helpers/paths.js';
 import { tarballOf } from '../helpers/repo.js';
-import { endsOf, generateCall, markerPlugin, sleep, startsOf, until } from './distributed-helpers.js';
+import { assertServerAnswer, wireGenerate } from '../helpers/raw-grpc.js';
+import { endsOf, failureOf, generateCall, markerPlugin, sleep, startsOf, until } from './distributed-helpers.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 const PREFIX = '{cmp-offload}';
@@ -23,6 +24,8 @@ describe('distributed mode', () => {
   let d: Distributed;
   let client: CmpTestClient;
   let redis: Redis;
+  let queueConnection: Redis;
+  let queue: Queue;
   let tgz: Buffer;
 
   before(async () => {
@@ -34,11 +37,15 @@ describe('distributed mode', () => {
     });
     client = openCmpClient(d.proxy.socketPath);
     redis = new Redis(d.redis.url);
+    queueConnection = new Redis(d.redis.url, { maxRetriesPerRequest: null });
+    queue = new Queue(QUEUE, { connection: queueConnection, prefix: PREFIX });
     tgz = await tarballOf({ 'f.txt': 'x' });
   });
 
   after(async () => {
     client.close();
+    await queue.close();
+    queueConnection.disconnect();
     redis.disconnect();
     await d.stop();
     fs.rmSync(markers, { recursive: true, force: true });
@@ -156,23 +163,39 @@ describe('distributed mode', () => {
   });
 
   test('a deadline during a run kills the plugin on the worker, and the job is not run again', async () => {
-    const started = Date.now();
-    const outcome = await client.generate(generateCall(tgz, { TAG: 'killed', SLEEP: '3' }, { timeoutMs: 1_500 }));
-    assert.ok('code' in outcome, JSON.stringify(outcome));
-    assert.ok(Date.now() - started < 2_500, 'the answer does not wait for the plugin');
-    assert.equal(startsOf(markers, 'killed').length, 1);
-    await sleep(4_000);
+    const timeoutMs = 2_500;
+    const failedBefore = new Set((await queue.getFailed()).map(j => j.id));
+    // Over the wire: every status seen is one the server sent (the client keeps no deadline).
+    const res = await wireGenerate(d.proxy.socketPath, generateCall(tgz, { TAG: 'killed', SLEEP: '8' }, { timeoutMs }));
+    assert.equal(startsOf(markers, 'killed').length, 1, 'the run started before the deadline');
+    const job = await until(async () => (await queue.getFailed()).find(j => !failedBefore.has(j.id)), 10_000, 'the job to fail');
+    const failure = failureOf(job.failedReason);
+    assert.ok(failure, job.failedReason);
+    assert.equal(failure.code, Status.UNKNOWN);
+    assert.match(failure.message, /^error generating manifests: `sh -c ".*"` failed signal: (killed|terminated)$/s);
+    // The proxy relays that text when the kill and the relay fit in the last 100 ms before the
+    // deadline; otherwise grpc-js on the server answers at the deadline.
+    assertServerAnswer(res, { code: Status.UNKNOWN, text: failure.message }, timeoutMs);
     assert.equal(endsOf(markers, 'killed'), 0, 'the plugin process was killed before writing its marker');
-    assert.equal(startsOf(markers, 'killed').length, 1, 'the job was not run later');
+    assert.equal(await queue.getJobState(job.id!), 'failed', 'the job is not waiting for another attempt');
+    assert.equal(job.attemptsMade, 1);
+    assert.equal(startsOf(markers, 'killed').length, 1, 'the job was not run again');
+    await until(() => fs.readdirSync(d.proxy.workRoot).length === 0, 15_000, 'the proxy to finish the request');
   });
 
   test('a request cancelled while queued is removed and never runs', async () => {
-    const busy = [1, 2].map(i => client.generate(generateCall(tgz, { TAG: `busy-${i}`, SLEEP: '2' })));
+    const busy = [1, 2].map(i => client.generate(generateCall(tgz, { TAG: `busy-${i}`, SLEEP: '6' })));
     await until(() => startsOf(markers, 'busy-1').length + startsOf(markers, 'busy-2').length === 2, 5_000, 'both workers busy');
-    const queued = await client.generate(generateCall(tgz, { TAG: 'queued' }, { timeoutMs: 500 }));
-    assert.ok('code' in queued && queued.code === Status.DEADLINE_EXCEEDED, JSON.stringify(queued));
-    for (const o of await Promise.all(busy)) assert.ok('value' in o);
-    await sleep(1_000);
+    const timeoutMs = 1_000;
+    const queued = wireGenerate(d.proxy.socketPath, generateCall(tgz, { TAG: 'queued' }, { timeoutMs }));
+    await until(async () => (await queue.getWaitingCount()) === 1, 5_000, 'the job to wait');
+    const res = await queued;
+    assertServerAnswer(res, { code: Status.DEADLINE_EXCEEDED, text: 'error generating manifests: context deadline exceeded' }, timeoutMs);
+    // Gone from the queue while both workers are still busy: removed, not taken by a worker.
+    await until(async () => (await queue.getWaitingCount()) === 0, 4_000, 'the queued job to be removed');
+    assert.equal(endsOf(markers, 'busy-1') + endsOf(markers, 'busy-2'), 0, 'a worker was free to take the job');
+    await until(() => fs.readdirSync(d.proxy.workRoot).length === 0, 15_000, 'the proxy to finish the request');
+    for (const o of await Promise.all(busy)) assert.ok('value' in o, JSON.stringify(o));
     assert.equal(startsOf(markers, 'queued').length, 0);
   });
 

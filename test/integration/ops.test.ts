@@ -15,7 +15,10 @@ import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 const SECRET = 'do-not-log-this-value-7f3a';
 
-/** A plugin whose MODE (request env) makes it time out (`slow`) or ignore SIGTERM (`stubborn`). */
+/**
+ * A plugin whose MODE (request env) makes it time out (`slow`), ignore SIGTERM (`stubborn`), or
+ * run for 2 s after creating the file MARK (`busy`).
+ */
 const OPS_PLUGIN = pluginYaml('ops', `generate:
   command: [sh, -c]
   args:
@@ -23,6 +26,7 @@ const OPS_PLUGIN = pluginYaml('ops', `generate:
       case "$ARGOCD_ENV_MODE" in
         slow) sleep 5 ;;
         stubborn) trap '' TERM; sleep 5 ;;
+        busy) touch "$ARGOCD_ENV_MARK"; sleep 2 ;;
       esac
       printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\n' "$ARGOCD_ENV_TAG"`);
 
@@ -137,27 +141,35 @@ describe('operations: standalone proxy', () => {
     assert.equal(m.get('cmp_offload_requests_total{rpc="generate",outcome="UNKNOWN"}'), 2);
   });
 
-  test('/readyz turns 503 as soon as shutdown begins', async () => {
+  test('/readyz turns 503 naming the socket as soon as shutdown begins; the in-flight request still gets its manifests', async () => {
     const other = await freePort();
+    const marks = pluginWritableTempDir('cmp-ops-busy-');
     const p = await startProxy({
       pluginYaml: OPS_PLUGIN,
       socketName: 'ops.sock',
-      env: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${other}`, ARGOCD_CMP_SERVER_LOGLEVEL: 'info', CMP_OFFLOAD_SHUTDOWN_GRACE: '5s' },
+      env: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${other}`, ARGOCD_CMP_SERVER_LOGLEVEL: 'info', CMP_OFFLOAD_SHUTDOWN_GRACE: '20s' },
     });
     const c = openCmpClient(p.socketPath);
     try {
       await until(() => p.stderr().includes('"http listening"'), 10_000, 'the HTTP server');
-      const running = c.generate(generateCall(tgz, { TAG: 'busy', MODE: 'slow' }));
-      await until(() => p.stderr().includes('"serving"'), 5_000, 'serving');
-      await new Promise(r => setTimeout(r, 300));
+      const mark = `${marks}/running`;
+      const running = c.generate(generateCall(tgz, { TAG: 'busy', MODE: 'busy', MARK: mark }));
+      await until(() => fs.existsSync(mark), 10_000, 'the request\'s command to run');
       p.proc.kill('SIGTERM');
-      await until(async () => (await get(other, '/readyz').catch(() => undefined))?.status === 503, 3_000, '/readyz 503');
-      const body = await (await get(other, '/readyz').catch(() => undefined))?.text();
-      assert.ok(body === undefined || body.includes('socket'), body);
-      await running;
+      let notReady: Response | undefined;
+      await until(async () => {
+        const res = await get(other, '/readyz').catch(() => undefined);
+        if (res?.status === 503) notReady = res;
+        return notReady !== undefined;
+      }, 3_000, '/readyz 503');
+      assert.equal(await notReady!.text(), 'not ready: socket\n');
+      assert.deepEqual(await running, { value: { manifests: ['{"kind":"ConfigMap","metadata":{"name":"busy"}}'], sourceType: '' } });
+      const exit = p.proc.exitCode ?? (await new Promise(resolve => p.proc.once('exit', resolve)));
+      assert.equal(exit, 0, 'the proxy exited cleanly once the request was done');
     } finally {
       c.close();
       await p.stop();
+      fs.rmSync(marks, { recursive: true, force: true });
     }
   });
 });

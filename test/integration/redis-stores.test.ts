@@ -4,8 +4,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
+import { Queue } from 'bullmq';
 import { compileOptions, type RedisOptions } from '../../cmp/config/options.js';
+import { parsePluginConfig } from '../../cmp/config/plugin-config.js';
+import { canceled } from '../../cmp/errors.js';
+import { createLogger } from '../../cmp/log.js';
+import { QueueDispatcher } from '../../proxy/dispatch/queue-dispatcher.js';
 import { BlobMissingError, fetchBlob, storeBlob } from '../../cmp/queue/blob-store.js';
 import { cacheStats, purgeCache } from '../../cmp/queue/cache-admin.js';
 import { KeySpace } from '../../cmp/queue/keys.js';
@@ -50,15 +55,69 @@ test('a blob larger than one chunk is stored in pieces and fetched back byte for
   assert.equal((await redis.keys('{cmp-test}:blob-upload:*')).length, 0, 'upload keys are renamed away');
 });
 
-test('the same content sent by N concurrent requests is stored as one blob, with a TTL', async () => {
+/** How many times Redis has run `command` since it started (INFO commandstats). */
+async function calls(command: string): Promise<number> {
+  const m = new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(await redis.info('commandstats'));
+  return m ? Number(m[1]) : 0;
+}
+
+test('the same content uploaded by N at once ends as one whole blob with a TTL; an existing blob is not sent again', async () => {
   const { file, sha } = tarball(200_000);
-  const uploaded = await Promise.all(Array.from({ length: 5 }, () => storeBlob(redis, keys, sha, file, 30_000)));
-  assert.ok(uploaded.filter(Boolean).length >= 1);
-  assert.equal(await storeBlob(redis, keys, sha, file, 30_000), false, 'an existing blob is not uploaded again');
-  assert.deepEqual(await redis.keys(`{cmp-test}:blob:${sha}`), [`{cmp-test}:blob:${sha}`]);
+  await Promise.all(Array.from({ length: 5 }, () => storeBlob(redis, keys, sha, file, 30_000)));
+  assert.deepEqual(await redis.keys(`{cmp-test}:blob*${sha}*`), [`{cmp-test}:blob:${sha}`], 'one blob, no upload key left');
   const ttl = await redis.pttl(keys.blob(sha));
   assert.ok(ttl > 0 && ttl <= 30_000, `ttl ${ttl}`);
-  assert.equal(await redis.strlen(keys.blob(sha)), 200_000);
+  await fetchBlob(redis, keys, sha, 200_000, path.join(dir, 'whole.tgz'));
+  const [sets, renames] = [await calls('set'), await calls('rename')];
+  assert.equal(await storeBlob(redis, keys, sha, file, 30_000), false, 'an existing blob is not uploaded again');
+  assert.deepEqual([await calls('set'), await calls('rename')], [sets, renames], 'nothing was written');
+});
+
+test('N concurrent requests of one proxy with the same tarball upload it once', async () => {
+  const pluginName = 'dedup';
+  const engine = {
+    config: parsePluginConfig(`apiVersion: argoproj.io/v1alpha1\nkind: ConfigManagementPlugin\nmetadata:\n  name: ${pluginName}\nspec:\n  generate:\n    command: [cat]\n`),
+    options: compileOptions({ CMP_OFFLOAD_REDIS_URL: server.url, CMP_OFFLOAD_SIGNING_KEY: KEY.toString(), ARGOCD_EXEC_FATAL_TIMEOUT: '1s' }),
+    baseEnv: {},
+  };
+  const dispatcher = new QueueDispatcher({ engine, pluginName, specDigest: 'x', log: createLogger({ ARGOCD_CMP_SERVER_LOGLEVEL: 'fatal' }, 'test') });
+  const prefix = engine.options.redis!.prefix;
+  const connection = new Redis(server.url, { maxRetriesPerRequest: null });
+  const queue = new Queue(pluginName, { connection, prefix });
+  try {
+    assert.ok(await dispatcher.waitReady(10_000));
+    // 3 MiB + 17 bytes: one SET and three APPENDs per upload; each request has its own spool file.
+    const data = randomBytes(3 * 1024 * 1024 + 17);
+    const sha = createHash('sha256').update(data).digest('hex');
+    const before = { append: await calls('append'), rename: await calls('rename') };
+    const ac = new AbortController();
+    const requests = Array.from({ length: 5 }, (_, i) => {
+      const tgzPath = path.join(dir, `spool-${i}.tgz`);
+      fs.writeFileSync(tgzPath, data);
+      const repo = { metadata: { appName: `app${i}`, appRelPath: '.', checksum: sha, size: data.length, env: [] }, tgzPath, checksum: sha, size: data.length, index: undefined };
+      return dispatcher.dispatch({ kind: 'generate', appRelPath: '.', env: [{ name: 'ARGOCD_APP_NAME', value: `app${i}` }] }, repo, undefined, { signal: ac.signal, deadline: undefined });
+    });
+    // No worker runs here: once all five jobs wait, the callers give up and the jobs are removed.
+    for (let end = Date.now() + 20_000; (await queue.getWaitingCount()) < 5; ) {
+      assert.ok(Date.now() < end, 'five jobs were not enqueued');
+      await new Promise(r => setTimeout(r, 25));
+    }
+    ac.abort(canceled());
+    for (const r of await Promise.allSettled(requests)) {
+      assert.equal(r.status, 'rejected');
+      assert.equal((r as PromiseRejectedResult).reason.message, 'error generating manifests: context canceled');
+    }
+    assert.equal(await redis.strlen(new KeySpace(prefix).blob(sha)), data.length);
+    assert.deepEqual(
+      { append: (await calls('append')) - before.append, rename: (await calls('rename')) - before.rename },
+      { append: 3, rename: 1 },
+      'one upload for the five requests',
+    );
+  } finally {
+    await dispatcher.close();
+    await queue.close();
+    connection.disconnect();
+  }
 });
 
 test('a blob expires after its TTL and then fetching it fails as missing', async () => {

@@ -5,9 +5,11 @@
  * restarting anything; no call may get another status or hang.
  */
 import fs from 'node:fs';
+import net from 'node:net';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
+import { Redis } from 'ioredis';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { startDistributed } from '../helpers/distributed.js';
 import { openCmpClient, type RpcOutcome } from '../helpers/grpc-client.js';
@@ -22,6 +24,25 @@ const OUTAGE_MS = REDUCED ? 3_000 : 6_000;
 const FAIL_FAST_MS = 2_000;
 
 type Phase = 'before' | 'outage' | 'after';
+
+/** The server's run id (INFO server): a restarted Redis has a new one. */
+async function runId(url: string): Promise<string> {
+  const r = new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+  try {
+    return /^run_id:(\w+)/m.exec(await r.info('server'))![1]!;
+  } finally {
+    r.disconnect();
+  }
+}
+
+/** Whether a TCP connection to `port` on 127.0.0.1 is refused (nothing listens). */
+function refused(port: number): Promise<boolean> {
+  return new Promise(resolve => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => { s.destroy(); resolve(false); });
+    s.once('error', err => resolve((err as NodeJS.ErrnoException).code === 'ECONNREFUSED'));
+  });
+}
 interface Result { tag: string; phase: Phase; start: number; ms: number; outcome: RpcOutcome<ManifestResponse> }
 
 test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE within ${FAIL_FAST_MS / 1000} s during the outage, success after it`, { timeout: 300_000 }, async () => {
@@ -51,13 +72,16 @@ test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE within ${FAIL
     };
     const lanes = Array.from({ length: 10 }, lane);
     await new Promise(r => setTimeout(r, 2_000));
+    const runBefore = await runId(d.redis.url);
     await d.redis.pause();
     phase = 'outage';
     const outageStart = Date.now();
     await new Promise(r => setTimeout(r, OUTAGE_MS));
+    const downAtEnd = await refused(d.redis.port);
     phase = 'after';
     await d.redis.restart();
     const restartedAt = Date.now();
+    const runAfter = await runId(d.redis.url);
     // Run until 50 calls made after the restart succeeded in a row (or give up after 30 s).
     const recovered = await new Promise<number | undefined>(resolve => {
       const timer = setInterval(() => {
@@ -77,6 +101,11 @@ test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE within ${FAIL
 
     const wrong = results.filter(r => 'value' in r.outcome && JSON.stringify(r.outcome.value.manifests) !== JSON.stringify(expectedManifests(r.tag)));
     const otherStatus = results.filter(r => 'code' in r.outcome && r.outcome.code !== Status.UNAVAILABLE);
+    // What a call made while Redis is down gets: Redis named as unreachable (README, errors: redisUnreachable).
+    const documented = new RegExp(`^cmp-offload: Redis is unreachable at redis://127\\.0\\.0\\.1:${d.redis.port} \\(CMP_OFFLOAD_REDIS_URL\\): .+`, 's');
+    const undocumented = results.filter(r => r.phase === 'outage' && 'code' in r.outcome && !documented.test(r.outcome.details));
+    const failed = results.filter(r => 'code' in r.outcome);
+    const failedBeforeOutage = failed.filter(r => r.start + r.ms < outageStart);
     const outageCalls = results.filter(r => r.phase === 'outage');
     const slowFailures = outageCalls.filter(r => r.ms > FAIL_FAST_MS);
     const outageSuccesses = outageCalls.filter(r => 'value' in r.outcome);
@@ -92,11 +121,14 @@ test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE within ${FAIL
     });
     assert.deepEqual(wrong.map(r => r.tag), [], 'every successful answer has the expected bytes');
     assert.deepEqual(otherStatus.map(r => JSON.stringify(r.outcome)), [], 'failures are UNAVAILABLE only');
+    assert.deepEqual(undocumented.map(r => `${r.tag} ${JSON.stringify(r.outcome)}`), [], 'calls made during the outage name Redis as unreachable');
+    assert.ok(downAtEnd, 'Redis refused connections at the end of the outage');
+    assert.notEqual(runAfter, runBefore, 'Redis was restarted (a new run id)');
+    assert.deepEqual(failedBeforeOutage.map(r => r.tag), [], 'no call failed that had ended before Redis went down');
     assert.ok(outageCalls.length > 10, `calls were made during the outage (${outageCalls.length})`);
     assert.deepEqual(outageSuccesses.map(r => r.tag), [], 'no call made while Redis was down succeeded');
     assert.deepEqual(slowFailures.map(r => `${r.tag} ${r.ms} ms`), [], `calls during the outage fail within ${FAIL_FAST_MS} ms`);
     assert.ok(recovered !== undefined, 'calls succeed again after the restart');
-    assert.ok(outageStart > 0);
 
     await checkDistributedInvariants('redis-restart', d, box, baselines);
   } finally {

@@ -1,6 +1,3 @@
-import { Metadata, type ServiceError } from '@grpc/grpc-js';
-import type { ConfigManagementPluginServiceClient } from '../../../proto/generated/cmpserver/plugin/plugin.js';
-
 /** Protobuf wire encoding by hand, so that strings may hold invalid UTF-8 and messages may be malformed. */
 function varint(n: number): Buffer {
   const out: number[] = [];
@@ -40,21 +37,4 @@ export function rawMetadataMessage(m: RawMetadata): Buffer {
 /** An AppStreamRequest carrying one file chunk. */
 export function rawChunkMessage(chunk: Buffer): Buffer {
   return lenField(2, lenField(1, chunk));
-}
-
-/** A GenerateManifest call with raw message bytes; resolves with `{ok}` or the status, never throws. */
-export function rawGenerate(client: ConfigManagementPluginServiceClient, messages: Buffer[], timeoutMs: number): Promise<{ ok: true } | { code: number; details: string }> {
-  return new Promise(resolve => {
-    const call = client.makeClientStreamRequest<Buffer, Buffer>(
-      '/plugin.ConfigManagementPluginService/GenerateManifest',
-      b => b,
-      b => b,
-      new Metadata(),
-      { deadline: Date.now() + timeoutMs },
-      (err: ServiceError | null) => resolve(err ? { code: err.code, details: err.details } : { ok: true }),
-    );
-    call.on('error', () => {});
-    for (const m of messages) call.write(m);
-    call.end();
-  });
 }

@@ -22,9 +22,12 @@ for (const [file, role] of [['proxy.Dockerfile', 'proxy'], ['worker.Dockerfile',
     assert.equal(last(stage, 'EXPOSE'), `EXPOSE ${DEFAULT_HTTP_ADDR[role].slice(1)}`);
     assert.match(last(stage, 'CMD')!, new RegExp(`\\["${role}"\\]`));
     assert.match(text, /useradd --uid 999 --gid 999 .*--home-dir \/home\/argocd argocd/);
-    for (const m of text.matchAll(/^COPY (?!--from)(.+) \S+$/gm)) {
-      for (const src of m[1]!.split(/\s+/)) assert.ok(fs.existsSync(path.join(REPO_ROOT, src)), `${file} copies ${src}, which does not exist`);
-    }
+    // Every COPY from the build context, in whatever form, is one the check below understands.
+    const fromContext = text.split('\n').filter(l => /^COPY\s/i.test(l) && !/^COPY\s+--from=/i.test(l));
+    const sources = [...text.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap(m => m[1]!.split(/\s+/));
+    assert.deepEqual(sources, ['package.json', 'package-lock.json', 'tsconfig.json', 'bin', 'cmp', 'proxy', 'worker', 'proto']);
+    assert.equal([...text.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].length, fromContext.length, `${file}: a COPY the check cannot read`);
+    for (const src of sources) assert.ok(fs.existsSync(path.join(REPO_ROOT, src)), `${file} copies ${src}, which does not exist`);
     // The entrypoint's files are what the build stage produced.
     for (const p of ['dist', 'bin', 'proto', 'node_modules']) assert.match(text, new RegExp(`COPY --from=build /src/${p} ./${p}`));
     assert.ok(fs.existsSync(path.join(REPO_ROOT, 'bin/cmp-offload')));
