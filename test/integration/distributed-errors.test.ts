@@ -1,0 +1,200 @@
+/**
+ * Our own errors of distributed mode, provoked against real processes (redis-server, proxy,
+ * workers) the way they happen in production, and checked as the caller sees them: the gRPC
+ * status and the whole text at the client, over the proxy's unix socket.
+ *
+ * No worker runs at first: each test lets the job wait in the queue, does to Redis what an
+ * expiry, an operator or a broken disk would, then starts a worker.
+ */
+import fs from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Queue, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { KeySpace } from '../../cmp/queue/keys.js';
+import type { JobData } from '../../cmp/queue/job-contract.js';
+import { startDistributed, type Distributed } from '../helpers/distributed.js';
+import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
+import { assertOurError } from '../helpers/our-errors.js';
+import { tarballOf } from '../helpers/repo.js';
+import { pluginWritableTempDir } from '../helpers/runner-process.js';
+import { startWorker } from '../helpers/worker-process.js';
+import { failureOf, generateCall, markerPlugin, sleep, startsOf, until } from './distributed-helpers.js';
+
+const PREFIX = '{cmp-offload}';
+const QUEUE = 'qerr';
+const keys = new KeySpace(PREFIX);
+const markers = pluginWritableTempDir('cmp-markers-');
+
+describe('our errors in distributed mode, as the caller sees them', () => {
+  let d: Distributed;
+  let client: CmpTestClient;
+  let redis: Redis;
+  let queueConnection: Redis;
+  let queue: Queue;
+
+  before(async () => {
+    d = await startDistributed({
+      pluginYaml: markerPlugin(QUEUE),
+      socketName: `${QUEUE}.sock`,
+      workers: 0,
+      env: { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off' },
+    });
+    client = openCmpClient(d.proxy.socketPath);
+    redis = new Redis(d.redis.url);
+    queueConnection = new Redis(d.redis.url, { maxRetriesPerRequest: null });
+    queue = new Queue(QUEUE, { connection: queueConnection, prefix: PREFIX });
+  });
+
+  after(async () => {
+    client.close();
+    await queue.close();
+    queueConnection.disconnect();
+    redis.disconnect();
+    await d.stop();
+    fs.rmSync(markers, { recursive: true, force: true });
+  });
+
+  /** A call with its own tarball (a blob spoiled by one test must not reach the next). */
+  const generate = async (tag: string) =>
+    client.generate(generateCall(await tarballOf({ 'f.txt': tag }), { TAG: tag }, { timeoutMs: 30_000 }));
+
+  /** The one job waiting in the queue (the call's). */
+  const waitingJob = async (): Promise<Job> => {
+    await until(async () => (await queue.getWaitingCount()) === 1, 10_000, 'the job to be queued');
+    return (await queue.getWaiting())[0]!;
+  };
+
+  /** Run one worker for `body`, then stop it. */
+  const withWorker = async <T>(body: () => Promise<T>): Promise<T> => {
+    const w = await d.addWorker();
+    try {
+      return await body();
+    } finally {
+      d.workers.splice(d.workers.indexOf(w), 1);
+      await w.stop();
+    }
+  };
+
+  test('blobExpired: the tarball expired from Redis before a worker fetched it', async () => {
+    const call = generate('expired');
+    const job = await waitingJob();
+    const { blob } = job.data as JobData;
+    assert.equal(await redis.del(keys.blob(blob)), 1, 'the blob was in Redis');
+    const outcome = await withWorker(() => call);
+    assertOurError('blobExpired', outcome, [blob]);
+    assert.equal(startsOf(markers, 'expired').length, 0, 'nothing ran');
+  });
+
+  test('blobCorrupt: a blob whose bytes no longer match its checksum', async () => {
+    const call = generate('corrupt');
+    const job = await waitingJob();
+    const { blob } = job.data as JobData;
+    const stored = await redis.getBuffer(keys.blob(blob));
+    assert.ok(stored && stored.length > 0);
+    stored[stored.length - 1]! ^= 0xff; // one flipped byte, same size
+    await redis.set(keys.blob(blob), stored, 'KEEPTTL');
+    const outcome = await withWorker(() => call);
+    assertOurError('blobCorrupt', outcome, [blob, 'does not match its checksum']);
+    assert.equal(startsOf(markers, 'corrupt').length, 0, 'nothing ran');
+  });
+
+  test('blobCorrupt: a blob of another size than the job says', async () => {
+    const call = generate('truncated');
+    const job = await waitingJob();
+    const { blob, size } = job.data as JobData;
+    const stored = (await redis.getBuffer(keys.blob(blob)))!;
+    await redis.set(keys.blob(blob), stored.subarray(0, size - 10), 'KEEPTTL');
+    const outcome = await withWorker(() => call);
+    assertOurError('blobCorrupt', outcome, [blob, `has ${size - 10} bytes, expected ${size}`]);
+    assert.equal(startsOf(markers, 'truncated').length, 0, 'nothing ran');
+  });
+
+  test('jobRemoved: the job removed from the queue while the caller waits, every time it is resubmitted', async () => {
+    const call = generate('removed');
+    let done = false;
+    const outcomeP = call.then(o => ((done = true), o));
+    const removed: string[] = [];
+    while (!done) {
+      const [job] = await queue.getWaiting();
+      if (job && !removed.includes(job.id!)) {
+        assert.equal(await queue.remove(job.id!), 1);
+        removed.push(job.id!);
+      }
+      await sleep(20);
+    }
+    const outcome = await outcomeP;
+    // The proxy submits the job up to MAX_REJOINS = 3 times, then gives up with the last one's id.
+    assert.equal(removed.length, 3, `removed ${removed.join(', ')}`);
+    assertOurError('jobRemoved', outcome, [removed.at(-1)!, QUEUE]);
+  });
+
+  test('resultMissing: the result is gone from Redis when the proxy reads it', async () => {
+    const call = generate('missing');
+    const job = await waitingJob();
+    // The proxy sleeps through the run (as a proxy starved of CPU would); meanwhile the result expires.
+    d.proxy.proc.kill('SIGSTOP');
+    try {
+      await withWorker(async () => {
+        await until(async () => (await queue.getJob(job.id!))?.finishedOn, 15_000, 'the job to complete');
+        const done = (await queue.getJob(job.id!))!;
+        assert.equal(await done.getState(), 'completed');
+        const { key } = done.returnvalue as { key: string };
+        assert.equal(key, keys.result(QUEUE, (job.data as JobData).resultId));
+        assert.equal(await redis.del(key), 1, 'the result was there');
+      });
+    } finally {
+      d.proxy.proc.kill('SIGCONT');
+    }
+    const outcome = await call;
+    assertOurError('resultMissing', outcome, [job.id!]);
+    assert.equal(startsOf(markers, 'missing').length, 1, 'the run happened');
+  });
+
+  test('badResultLocation: a completed job whose returnvalue was rewritten in Redis', async () => {
+    const call = generate('relocated');
+    const job = await waitingJob();
+    d.proxy.proc.kill('SIGSTOP');
+    try {
+      // Drop the proxy's blocked read of the queue's event stream, so that it learns of the end of
+      // the job from the job record (its poll) rather than from the completed event.
+      const readers = (await redis.client('LIST') as string).split('\n').filter(l => / cmd=xread( |$)/.test(l));
+      assert.equal(readers.length, 1, 'the proxy reads the queue events on one connection');
+      await redis.client('KILL', 'ID', /(?:^| )id=(\d+)/.exec(readers[0]!)![1]!);
+      await withWorker(async () => {
+        await until(async () => (await queue.getJob(job.id!))?.finishedOn, 15_000, 'the job to complete');
+      });
+      const jobKey = `${PREFIX}:${QUEUE}:${job.id}`;
+      assert.match((await redis.hget(jobKey, 'returnvalue'))!, /"key"/);
+      await redis.hset(jobKey, 'returnvalue', JSON.stringify({ key: `${PREFIX}:res:${QUEUE}:somebody-elses` }));
+      await redis.del(`${PREFIX}:${QUEUE}:events`);
+    } finally {
+      d.proxy.proc.kill('SIGCONT');
+    }
+    const outcome = await call;
+    assertOurError('badResultLocation', outcome, [job.id!]);
+  });
+
+  test("wrongQueue: a job of this plugin placed in another plugin's queue is refused by that plugin's worker", async () => {
+    // A worker of plugin "other" on the same Redis; the job is copied, signature and id intact, into its queue.
+    const otherQueue = new Queue('other', { connection: queueConnection, prefix: PREFIX });
+    const call = generate('moved');
+    const job = await waitingJob();
+    const other = await startWorker({ pluginYaml: markerPlugin('other'), env: d.env });
+    try {
+      const copy = await otherQueue.add(job.name, job.data, { jobId: job.id! });
+      await until(async () => (await copy.getState()) === 'failed', 10_000, 'the copy to fail');
+      const failure = failureOf((await otherQueue.getJob(copy.id!))!.failedReason);
+      assert.ok(failure, 'a signed failure');
+      // The caller waits on its own queue and never sees this job; the worker's answer is what it would get.
+      assertOurError('wrongQueue', { code: failure.code, details: failure.message }, [QUEUE, 'other']);
+      assert.equal(startsOf(markers, 'moved').length, 0, 'nothing ran');
+    } finally {
+      await other.stop();
+      await otherQueue.close();
+    }
+    // The original is untouched: a worker of this plugin answers it.
+    const outcome = await withWorker(() => call);
+    assert.ok('value' in outcome, JSON.stringify(outcome));
+  });
+});
