@@ -18,6 +18,7 @@ import { fixturePath } from '../helpers/paths.js';
 import { buildTar, buildTgz, gzipBytes, headerBlock } from '../helpers/tar-builder.js';
 import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { assertOurError } from '../helpers/our-errors.js';
 
 /**
  * The stream protocol of the three client-streaming RPCs (cmp-contract §5 with the prefixes of
@@ -324,10 +325,11 @@ for (const mode of MODES) {
         const ok = await call(client, rpc, { metadata: repoMetadata(atLimit), chunks: chunksOf(atLimit, 64 * KiB) });
         assert.ok('value' in ok, `${rpc.name} at the limit: ${JSON.stringify(ok)}`);
         for (const tgz of [overLimit, big]) {
-          assertStatus(
+          assertOurError(
+            'tarballTooLarge',
             await call(client, rpc, { metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 64 * KiB) }),
-            Status.RESOURCE_EXHAUSTED,
-            `${rpc.prefix}: error receiving tgz file: tarball exceeds the limit of 4194304 bytes (CMP_OFFLOAD_MAX_TARBALL_BYTES)`,
+            [4194304],
+            { prefix: `${rpc.prefix}: error receiving tgz file: ` },
           );
         }
       }
@@ -358,10 +360,11 @@ for (const mode of MODES) {
         const ok = await call(client, rpc, { metadata: repoMetadata(fits), chunks: [fits] });
         assert.ok('value' in ok, `${rpc.name} at the limit: ${JSON.stringify(ok)}`);
         for (const tgz of [over, bomb, declared]) {
-          assertStatus(
+          assertOurError(
+            'extractedTooLarge',
             await call(client, rpc, { metadata: repoMetadata(tgz), chunks: [tgz] }),
-            Status.RESOURCE_EXHAUSTED,
-            `${rpc.prefix}: error decompressing tgz file: extracted size exceeds the limit of 102400 bytes (CMP_OFFLOAD_MAX_EXTRACTED_BYTES)`,
+            [102400],
+            { prefix: `${rpc.prefix}: error decompressing tgz file: ` },
           );
         }
       }
@@ -374,10 +377,11 @@ for (const mode of MODES) {
       for (const rpc of RPCS) {
         const ok = await call(client, rpc, { metadata: repoMetadata(twenty), chunks: [twenty] });
         assert.ok('value' in ok, `${rpc.name} at the limit: ${JSON.stringify(ok)}`);
-        assertStatus(
+        assertOurError(
+          'tooManyEntries',
           await call(client, rpc, { metadata: repoMetadata(many), chunks: [many] }),
-          Status.RESOURCE_EXHAUSTED,
-          `${rpc.prefix}: error decompressing tgz file: tarball has more than 20 entries (CMP_OFFLOAD_MAX_ENTRIES)`,
+          [20],
+          { prefix: `${rpc.prefix}: error decompressing tgz file: ` },
         );
       }
     });

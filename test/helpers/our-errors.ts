@@ -16,7 +16,8 @@ type Kind = keyof Table;
 /** An argument the test cannot know (a job id, an OS error text): matched by any non-empty text. */
 export const ANY = Symbol('any');
 
-type Args<K extends Kind> = { [I in keyof Parameters<Table[K]['text']>]: Parameters<Table[K]['text']>[I] | typeof ANY };
+type Open<T extends unknown[]> = { [I in keyof T]: T[I] | typeof ANY };
+type Args<K extends Kind> = Open<Parameters<Table[K]['text']>>;
 
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 

@@ -66,8 +66,8 @@ describe('our errors in distributed mode, as the caller sees them', () => {
   };
 
   /** Run one worker for `body`, then stop it. */
-  const withWorker = async <T>(body: () => Promise<T>): Promise<T> => {
-    const w = await d.addWorker();
+  const withWorker = async <T>(body: () => Promise<T>, env: Record<string, string> = {}): Promise<T> => {
+    const w = await d.addWorker(env);
     try {
       return await body();
     } finally {
@@ -108,6 +108,15 @@ describe('our errors in distributed mode, as the caller sees them', () => {
     const outcome = await withWorker(() => call);
     assertOurError('blobCorrupt', outcome, [blob, `has ${size - 10} bytes, expected ${size}`]);
     assert.equal(startsOf(markers, 'truncated').length, 0, 'nothing ran');
+  });
+
+  test('outputTooLarge: a plugin that prints more than the worker keeps (CMP_OFFLOAD_MAX_OUTPUT_BYTES)', async () => {
+    const call = generate('loud');
+    await waitingJob();
+    // The marker plugin prints a ConfigMap of about 60 bytes.
+    const outcome = await withWorker(() => call, { CMP_OFFLOAD_MAX_OUTPUT_BYTES: '40' });
+    assertOurError('outputTooLarge', outcome, [40], { prefix: 'error generating manifests: ' });
+    assert.equal(startsOf(markers, 'loud').length, 1, 'the plugin ran');
   });
 
   test('jobRemoved: the job removed from the queue while the caller waits, every time it is resubmitted', async () => {
