@@ -6,6 +6,7 @@
  * No worker runs at first: each test lets the job wait in the queue, does to Redis what an
  * expiry, an operator or a broken disk would, then starts a worker.
  */
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,7 +15,7 @@ import { Redis } from 'ioredis';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import type { JobData } from '../../cmp/queue/job-contract.js';
 import { startDistributed, type Distributed } from '../helpers/distributed.js';
-import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
+import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { assertOurError } from '../helpers/our-errors.js';
 import { tarballOf } from '../helpers/repo.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
@@ -117,6 +118,17 @@ describe('our errors in distributed mode, as the caller sees them', () => {
     const outcome = await withWorker(() => call, { CMP_OFFLOAD_MAX_OUTPUT_BYTES: '40' });
     assertOurError('outputTooLarge', outcome, [40], { prefix: 'error generating manifests: ' });
     assert.equal(startsOf(markers, 'loud').length, 1, 'the plugin ran');
+  });
+
+  test('blobTooLarge: a tarball Redis cannot hold as one string is refused before anything is stored', async () => {
+    // 512 MiB + 1 byte, under the default CMP_OFFLOAD_MAX_TARBALL_BYTES (2 GiB). Not gzip: the
+    // proxy's index gives up on it early and leaves the error to extraction, which never comes.
+    const limit = 512 * 1024 * 1024;
+    const tgz = Buffer.alloc(limit + 1);
+    const outcome = await client.generate({ metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 1024 * 1024), timeoutMs: 120_000 });
+    assertOurError('blobTooLarge', outcome, [limit + 1, limit]);
+    assert.equal(await redis.exists(keys.blob(createHash('sha256').update(tgz).digest('hex'))), 0, 'no blob stored');
+    assert.equal(await queue.count(), 0, 'no job queued');
   });
 
   test('jobRemoved: the job removed from the queue while the caller waits, every time it is resubmitted', async () => {

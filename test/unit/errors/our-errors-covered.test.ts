@@ -19,9 +19,6 @@ const BEHAVIOURAL = ['e2e', 'integration', 'security', 'reliability'];
  * from both.
  */
 const NOT_YET_COVERED: Partial<Record<keyof typeof OUR_ERRORS, string>> = {
-  // Needs a tarball over 512 MiB (REDIS_MAX_STRING_BYTES in proxy/dispatch/queue-dispatcher.ts is a
-  // constant, not read from Redis's proto-max-bulk-len): too big to stream through a test.
-  blobTooLarge: 'a tarball over 512 MiB in distributed mode',
   // Raised when an extraction worker thread errors or exits; nothing a request can do makes it
   // (no resourceLimits on the threads), and a test cannot kill one thread of the proxy.
   extractionCrashed: 'an extraction worker thread that dies',
