@@ -26,6 +26,8 @@ export interface StartOptions {
   /** Use these directories instead of fresh ones under the temp base. */
   socketDir?: string;
   workDir?: string;
+  /** Another launcher than the repository's bin/cmp-offload (a modified copy of the install). */
+  bin?: string;
 }
 
 /** Start `bin/cmp-offload proxy` on a temp socket like a sidecar would, and wait until it listens. */
@@ -38,7 +40,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   fs.writeFileSync(path.join(configDir, 'plugin.yaml'), opts.pluginYaml);
   for (const [name, text] of Object.entries(opts.files ?? {})) fs.writeFileSync(path.join(configDir, name), text);
   const socketPath = path.join(socketDir, opts.socketName);
-  const proc = spawn(process.execPath, [BIN, 'proxy', '--config-dir-path', configDir], {
+  const proc = spawn(process.execPath, [opts.bin ?? BIN, 'proxy', '--config-dir-path', configDir], {
     env: {
       ...process.env,
       ARGOCD_PLUGINSOCKFILEPATH: socketDir,
