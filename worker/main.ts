@@ -4,6 +4,7 @@ import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { IN_PROCESS } from '../cmp/config/options.js';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
+import { usableReaper } from '../cmp/exec/reaper.js';
 import { extractPool } from '../cmp/tar/extract-pool.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
@@ -48,6 +49,8 @@ export async function runWorker(argv: string[]): Promise<number> {
   const runnerSocket = options.runnerSocket === IN_PROCESS ? undefined : options.runnerSocket!;
   if (!runnerSocket) {
     extractPool.warm();
+    // Find out now whether cmp-reap works, not in the first job's path.
+    void usableReaper();
     log.warn('plugin commands run inside the worker (CMP_OFFLOAD_RUNNER_SOCKET=in-process): they can read its Redis URL and signing key; trust every repository or use a runner');
   }
   const ro = options.redis!;
