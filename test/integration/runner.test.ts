@@ -13,10 +13,12 @@ import { BIN } from '../helpers/paths.js';
 import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
 import { freePort } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
-import { pluginWritableTempDir, RUNNER_UID } from '../helpers/runner-process.js';
+import { pluginWritableTempDir, runnerDirs, RUNNER_UID, startRunner } from '../helpers/runner-process.js';
 import { startWorker } from '../helpers/worker-process.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { lines, until } from './distributed-helpers.js';
+import { parsePluginConfig, pluginSpecDigest } from '../../cmp/config/plugin-config.js';
+import { encodeFrame, FrameType, RUNNER_PROTOCOL_VERSION } from '../../worker/runner/protocol.js';
 
 /**
  * The runner (worker/runner): plugin commands of a worker run in another process, reached over
@@ -349,5 +351,56 @@ test('the runner refuses to start with credentials in its env; the worker refuse
     assert.match(worker.stderr, /^cmp-offload worker needs CMP_OFFLOAD_RUNNER_SOCKET: .* or in-process to run them inside the worker/);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** Send `bytes` to a runner in one write; the frames it answers with, once it closes. */
+async function askRunnerAtOnce(socketPath: string, bytes: Buffer): Promise<{ type: number; payload: string }[]> {
+  const socket = net.createConnection(socketPath);
+  const got: Buffer[] = [];
+  socket.on('connect', () => socket.write(bytes));
+  socket.on('data', (chunk: Buffer) => got.push(chunk));
+  await new Promise<void>((resolve, reject) => {
+    socket.once('close', () => resolve());
+    socket.once('error', reject);
+  });
+  const frames = [];
+  for (let all = Buffer.concat(got); all.length >= 5; ) {
+    const end = 5 + all.readUInt32BE(1);
+    frames.push({ type: all.readUInt8(0), payload: all.subarray(5, end).toString('utf8') });
+    all = all.subarray(end);
+  }
+  return frames;
+}
+
+// A worker writes the header, then the tarball; a runner slow to read (a busy node) gets both
+// in one read. The runner once checked every frame of a read before handling the header, so
+// it refused the DATA frame as unexpected and hung up: the job was retried, and failed with
+// UNAVAILABLE when every attempt met the same race.
+test('a header and its tarball that reach the runner in one read are one request, answered', async () => {
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-runner-oneread-'));
+  const yaml = pluginYaml('oneread', SPEC);
+  const runner = await startRunner(runnerDirs(base, yaml), { ...process.env, ...ENV });
+  try {
+    const tgz = await tarballOf({ 'f.txt': 'x' });
+    const header = {
+      v: RUNNER_PROTOCOL_VERSION,
+      kind: 'generate',
+      appRelPath: '.',
+      env: [{ name: 'ARGOCD_ENV_TAG', value: 'oneread' }],
+      recordReads: false,
+      specDigest: pluginSpecDigest(parsePluginConfig(yaml)),
+      size: tgz.length,
+    };
+    const frames = await askRunnerAtOnce(runner.dirs.socketPath, Buffer.concat([encodeFrame(FrameType.HEADER, JSON.stringify(header)), encodeFrame(FrameType.DATA, tgz)]));
+    assert.equal(frames.length, 1, runner.stderr());
+    assert.equal(frames[0]!.type, FrameType.ANSWER);
+    const answer = JSON.parse(frames[0]!.payload) as { ok: boolean; result: unknown };
+    assert.deepEqual({ ok: answer.ok, result: answer.result }, { ok: true, result: { kind: 'generate', manifests: ['{"kind":"ConfigMap","metadata":{"name":"oneread"}}'] } });
+    assert.equal(runsOf('oneread').length, 1);
+    assert.doesNotMatch(runner.stderr(), /protocol error/);
+  } finally {
+    await runner.stop();
+    fs.rmSync(base, { recursive: true, force: true });
   }
 });

@@ -99,18 +99,19 @@ async function callRunner(opts: RunnerClientOptions, req: PluginRequest, tgzPath
     });
     socket.on('data', (chunk: Buffer) => {
       if (settled) return;
-      let frames;
+      let frame;
       try {
-        frames = reader.push(chunk);
+        reader.push(chunk);
+        frame = reader.next();
       } catch (err) {
         return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: ${(err as Error).message}`));
       }
-      if (frames.length === 0) return;
-      if (frames.length > 1 || reader.pending() > 0) {
+      if (!frame) return;
+      if (reader.pending() > 0) {
         return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: more than one answer`));
       }
       try {
-        const a = checkAnswer(frames[0]!.payload, req.kind, sink !== undefined, opts.maxPaths);
+        const a = checkAnswer(frame.payload, req.kind, sink !== undefined, opts.maxPaths);
         // The runner's stage timings and command failures feed the worker's log line and metrics.
         const trace = currentTrace();
         for (const [stage, ms] of a.stages) trace ? trace.addStage(stage, ms) : observeStage(stage, ms);

@@ -83,7 +83,9 @@ export class RunnerConnection {
 
   private onData(chunk: Buffer): void {
     try {
-      for (const frame of this.reader.push(chunk)) this.onFrame(frame);
+      this.reader.push(chunk);
+      // Frame by frame: the HEADER must be handled before the DATA frames that may share its chunk.
+      for (let frame; !this.socket.destroyed && (frame = this.reader.next()); ) this.onFrame(frame);
     } catch (err) {
       if (!(err instanceof ProtocolError)) throw err;
       this.deps.log.warn({ err: err.message }, 'runner request refused: protocol error');

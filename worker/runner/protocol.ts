@@ -84,9 +84,14 @@ export interface Frame {
 }
 
 /**
- * Splits a byte stream into frames. `maxPayload(type)` gives the bound of each type this side
- * accepts (undefined: the type is not expected); a frame beyond its bound is refused from its
- * prefix, before any of its payload is buffered.
+ * Splits a byte stream into frames, one at a time. `maxPayload(type)` gives the bound of each
+ * type this side accepts (undefined: the type is not expected); a frame beyond its bound is
+ * refused from its prefix, before any of its payload is buffered.
+ *
+ * `maxPayload` may depend on the frames handled so far (the runner takes DATA only after the
+ * HEADER): `next()` asks it for a frame only once every earlier frame has been handed out, so
+ * handle each frame before asking for the next. One read of the socket often holds several
+ * frames (HEADER and the first DATA frame, when the peer was slow to read).
  */
 export class FrameReader {
   private chunks: Buffer[] = [];
@@ -94,24 +99,24 @@ export class FrameReader {
 
   constructor(private readonly maxPayload: (type: number) => number | undefined) {}
 
-  /** Feed bytes; returns the frames completed by them. Throws ProtocolError on a bad frame. */
-  push(chunk: Buffer): Frame[] {
+  /** Feed bytes; take the frames they complete with `next()`. */
+  push(chunk: Buffer): void {
     this.chunks.push(chunk);
     this.buffered += chunk.length;
-    const frames: Frame[] = [];
-    for (;;) {
-      if (this.buffered < FRAME_PREFIX_BYTES) break;
-      const prefix = this.peek(FRAME_PREFIX_BYTES);
-      const type = prefix.readUInt8(0);
-      const length = prefix.readUInt32BE(1);
-      const max = this.maxPayload(type);
-      if (max === undefined) throw new ProtocolError(`unexpected frame type ${type}`);
-      if (length > max) throw new ProtocolError(`frame of type ${type} has ${length} bytes, more than its limit of ${max}`);
-      if (this.buffered < FRAME_PREFIX_BYTES + length) break;
-      const all = this.take(FRAME_PREFIX_BYTES + length);
-      frames.push({ type: type as FrameType, payload: all.subarray(FRAME_PREFIX_BYTES) });
-    }
-    return frames;
+  }
+
+  /** The next complete frame, or undefined until more bytes come. Throws ProtocolError on a bad frame. */
+  next(): Frame | undefined {
+    if (this.buffered < FRAME_PREFIX_BYTES) return undefined;
+    const prefix = this.peek(FRAME_PREFIX_BYTES);
+    const type = prefix.readUInt8(0);
+    const length = prefix.readUInt32BE(1);
+    const max = this.maxPayload(type);
+    if (max === undefined) throw new ProtocolError(`unexpected frame type ${type}`);
+    if (length > max) throw new ProtocolError(`frame of type ${type} has ${length} bytes, more than its limit of ${max}`);
+    if (this.buffered < FRAME_PREFIX_BYTES + length) return undefined;
+    const all = this.take(FRAME_PREFIX_BYTES + length);
+    return { type: type as FrameType, payload: all.subarray(FRAME_PREFIX_BYTES) };
   }
 
   /** Bytes of an incomplete frame still buffered (a stream that ends with some is truncated). */
