@@ -4,15 +4,12 @@ import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { IN_PROCESS } from '../cmp/config/options.js';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
-import { usableReaper } from '../cmp/exec/reaper.js';
-import { extractPool } from '../cmp/tar/extract-pool.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
-import { executeRequest } from '../cmp/plugin/execute.js';
 import type { Logger } from '../cmp/log.js';
 import { createProcessor, type AbortReason, type Execute } from './processor.js';
 import { runnerAccepts, runnerExecute } from './runner/client.js';
@@ -48,10 +45,14 @@ export async function runWorker(argv: string[]): Promise<number> {
   const { log, engine } = started;
   const { options } = engine;
   const runnerSocket = options.runnerSocket === IN_PROCESS ? undefined : options.runnerSocket!;
+  // The in-process executor is loaded only when used: a worker with a runner starts without it.
+  let executeRequest: typeof import('../cmp/plugin/execute.js').executeRequest | undefined;
   if (!runnerSocket) {
-    extractPool.warm();
+    const [exec, pool, reaper] = await Promise.all([import('../cmp/plugin/execute.js'), import('../cmp/tar/extract-pool.js'), import('../cmp/exec/reaper.js')]);
+    executeRequest = exec.executeRequest;
+    pool.extractPool.warm();
     // Find out now whether cmp-reap works, not in the first job's path.
-    void usableReaper();
+    void reaper.usableReaper();
     log.warn('plugin commands run inside the worker (CMP_OFFLOAD_RUNNER_SOCKET=in-process): they can read its Redis URL and signing key; trust every repository or use a runner');
   }
   const ro = options.redis!;
@@ -71,7 +72,7 @@ export async function runWorker(argv: string[]): Promise<number> {
         cancelGraceMs: options.execFatalTimeoutMs + 5_000,
         log,
       })
-    : (req, tgzPath, ctx, sink) => executeRequest(engine, req, tgzPath, ctx, sink);
+    : (req, tgzPath, ctx, sink) => executeRequest!(engine, req, tgzPath, ctx, sink);
   const processor = createProcessor({ engine, execute, redis, keys, queue, specDigest, signingKey, log });
   const workerConnection = connectRedis(ro, 'blocking', onRedisError);
   const worker = new Worker(queue, processor, {
