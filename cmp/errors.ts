@@ -1,4 +1,4 @@
-import { status as Status } from '@grpc/grpc-js';
+import { Status } from './grpc-status.js';
 
 /**
  * An error with a gRPC status code. Argo's handlers return Go errors wrapped with `%w` at every

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import * as grpc from '@grpc/grpc-js';
 import { discoveryConfigured, pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
+import { usableReaper } from '../cmp/exec/reaper.js';
 import { resetWorkRoot, startProcess } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
@@ -42,6 +43,8 @@ export async function runProxy(argv: string[]): Promise<number> {
   const dispatcher: Dispatcher = options.redis
     ? new QueueDispatcher({ engine, pluginName, specDigest, log })
     : new LocalDispatcher(engine);
+  // Standalone: find out now whether cmp-reap works, not in the first request's path.
+  if (!options.redis) void usableReaper();
   if (dispatcher instanceof QueueDispatcher && !(await dispatcher.waitReady(options.redis!.timeoutMs))) {
     log.warn('Redis is not reachable yet; requests fail with UNAVAILABLE until it is');
   }

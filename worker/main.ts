@@ -4,14 +4,13 @@ import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { IN_PROCESS } from '../cmp/config/options.js';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
-import { extractPool } from '../cmp/tar/extract-pool.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
-import { executeRequest } from '../cmp/plugin/execute.js';
+import type { Logger } from '../cmp/log.js';
 import { createProcessor, type AbortReason, type Execute } from './processor.js';
 import { runnerAccepts, runnerExecute } from './runner/client.js';
 
@@ -46,8 +45,14 @@ export async function runWorker(argv: string[]): Promise<number> {
   const { log, engine } = started;
   const { options } = engine;
   const runnerSocket = options.runnerSocket === IN_PROCESS ? undefined : options.runnerSocket!;
+  // The in-process executor is loaded only when used: a worker with a runner starts without it.
+  let executeRequest: typeof import('../cmp/plugin/execute.js').executeRequest | undefined;
   if (!runnerSocket) {
-    extractPool.warm();
+    const [exec, pool, reaper] = await Promise.all([import('../cmp/plugin/execute.js'), import('../cmp/tar/extract-pool.js'), import('../cmp/exec/reaper.js')]);
+    executeRequest = exec.executeRequest;
+    pool.extractPool.warm();
+    // Find out now whether cmp-reap works, not in the first job's path.
+    void reaper.usableReaper();
     log.warn('plugin commands run inside the worker (CMP_OFFLOAD_RUNNER_SOCKET=in-process): they can read its Redis URL and signing key; trust every repository or use a runner');
   }
   const ro = options.redis!;
@@ -68,7 +73,7 @@ export async function runWorker(argv: string[]): Promise<number> {
         fatalTimeoutMs: options.execFatalTimeoutMs,
         log,
       })
-    : (req, tgzPath, ctx, sink) => executeRequest(engine, req, tgzPath, ctx, sink);
+    : (req, tgzPath, ctx, sink) => executeRequest!(engine, req, tgzPath, ctx, sink);
   const processor = createProcessor({ engine, execute, redis, keys, queue, specDigest, signingKey, log });
   const workerConnection = connectRedis(ro, 'blocking', onRedisError);
   const worker = new Worker(queue, processor, {
@@ -80,6 +85,8 @@ export async function runWorker(argv: string[]): Promise<number> {
     stalledInterval: ro.stalledIntervalMs,
     // A job whose worker (and runner) is killed twice in a row still gets a third run; a poison job stops there.
     maxStalledCount: 2,
+    // With a runner, jobs are fetched once it accepts connections (see below).
+    autorun: !runnerSocket,
   });
   worker.on('error', err => log.warn({ err: err.message }, 'worker error'));
   // Plugin failure texts go to the caller (they may quote plugin output); only infrastructure errors are logged.
@@ -124,11 +131,25 @@ export async function runWorker(argv: string[]): Promise<number> {
       ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
     }),
   );
-  log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency, runner: options.runnerSocket }, 'worker ready');
+  const ready = () =>
+    log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency, runner: options.runnerSocket }, 'worker ready');
+  // The runner is another container of the pod and starts at the same time: a job fetched before
+  // it listens would fail and wait for its retry. Fetch once it accepts connections.
+  const runnerWait = new AbortController();
+  if (runnerSocket) {
+    void untilRunnerAccepts(runnerSocket, ro.timeoutMs, runnerWait.signal, log).then(up => {
+      if (!up || stopping) return;
+      worker.run().catch(err => log.warn({ err: (err as Error).message }, 'worker error'));
+      ready();
+    });
+  } else {
+    ready();
+  }
 
   await untilStopSignal(log, 'no new jobs');
 
   stopping = true;
+  runnerWait.abort();
   const closing = worker.close();
   const grace = new Promise<'timeout'>(resolve => setTimeout(() => resolve('timeout'), options.shutdownGraceMs).unref());
   if ((await Promise.race([closing.then(() => 'done' as const), grace])) === 'timeout') {
@@ -148,4 +169,25 @@ export async function runWorker(argv: string[]): Promise<number> {
   log.info('stopped');
   log.flush();
   return 0;
+}
+
+/** How often a starting worker tries the runner's socket: starting containers are fast, and a try costs a failed connect. */
+const RUNNER_RETRY_MS = 10;
+
+/**
+ * Resolve true once the runner at `socketPath` accepts a connection, false if `signal` aborts
+ * first. Says once, after `warnAfterMs`, that jobs wait for the runner.
+ */
+async function untilRunnerAccepts(socketPath: string, warnAfterMs: number, signal: AbortSignal, log: Logger): Promise<boolean> {
+  const warnAt = Date.now() + warnAfterMs;
+  let warned = false;
+  while (!signal.aborted) {
+    if (await runnerAccepts(socketPath, 1_000)) return !signal.aborted;
+    if (!warned && Date.now() >= warnAt) {
+      warned = true;
+      log.warn({ runner: socketPath }, 'the runner does not accept connections yet (CMP_OFFLOAD_RUNNER_SOCKET); jobs are fetched once it does');
+    }
+    await new Promise(resolve => setTimeout(resolve, RUNNER_RETRY_MS));
+  }
+  return false;
 }

@@ -11,7 +11,9 @@ const PLUGIN = pluginYaml('cold', `generate:\n  command: [sh, -c, "printf 'kind:
 
 export const coldStart: Scenario = {
   name: 'cold-start',
-  title: 'scale from zero: worker process start → the job already waiting in the queue is completed',
+  // A worker is a pod's two processes, worker and runner, started together as its containers are
+  // (test/helpers/worker-process.ts); the worker fetches jobs once its runner listens.
+  title: 'scale from zero: worker start (worker + runner processes, together) → the job already waiting in the queue is completed',
   async run(opts) {
     const samples = opts.quick ? 2 : 5;
     const tgz = await tarballOf({ 'f.txt': 'x' });

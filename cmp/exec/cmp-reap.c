@@ -26,6 +26,9 @@
  *       "exit N" / "signal N"   the command exited; sent at once, so a daemon it left behind
  *                     delays nothing (Argo returns when the main process is gone and the pipes
  *                     are closed; we never hold the command's stdout/stderr ourselves)
+ *       "exit N gone" / "signal N gone"   the same, when nothing the command started is left
+ *                     (we have no child any more, zombies reaped): we exit right after, and
+ *                     the server has no RPC-end SIGTERM to send and no group to watch
  *   - requests are signals, sent to our pid only (we are alone in group W):
  *       SIGTERM  SIGTERM to group C (when it has a live member) and to every live descendant
  *                outside C: what a group SIGTERM reached before, plus the escaped ones
@@ -79,13 +82,15 @@ struct proc {
 static pid_t self, root;
 static int status_fd = STATUS_FD;
 
-static void report(const char *what, long n) {
+static void report2(const char *what, long n, const char *more) {
   char line[48];
-  int len = snprintf(line, sizeof line, "%s %ld\n", what, n);
+  int len = snprintf(line, sizeof line, "%s %ld%s\n", what, n, more);
   if (status_fd >= 0 && write(status_fd, line, (size_t)len) < 0) {
     /* The server is gone: the hang-up on fd 3 is handled in the loop. */
   }
 }
+
+static void report(const char *what, long n) { report2(what, n, ""); }
 
 /* One /proc/<pid>/stat: state, ppid, pgrp, start time. */
 static int read_stat(pid_t pid, struct proc *p) {
@@ -265,15 +270,21 @@ int main(int argc, char **argv) {
 
   int root_done = 0, killing = 0;
   for (;;) {
-    int st;
+    int st, root_st = 0, root_now = 0;
     pid_t pid;
     while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
       if (pid == root) {
-        root_done = 1;
-        if (WIFSIGNALED(st)) report("signal", WTERMSIG(st));
-        else report("exit", WEXITSTATUS(st));
+        root_done = root_now = 1;
+        root_st = st;
       }
-    if (pid < 0 && errno == ECHILD && root_done) break;
+    int none_left = pid < 0 && errno == ECHILD;
+    /* Reported once every zombie is reaped, so that "gone" is known: descendants all descend
+     * from our children (orphans are reparented to us before their parent's exit is seen). */
+    if (root_now) {
+      int code = WIFSIGNALED(root_st) ? WTERMSIG(root_st) : WEXITSTATUS(root_st);
+      report2(WIFSIGNALED(root_st) ? "signal" : "exit", code, none_left ? " gone" : "");
+    }
+    if (none_left && root_done) break;
     if (killing) kill_tree();
 
     struct pollfd fds[2] = {{sfd, POLLIN, 0}, {status_fd, 0, 0}};

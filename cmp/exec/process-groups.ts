@@ -37,6 +37,18 @@ export function setReaperGroup(pid: number, pgid: number): void {
   if (r) r.pgid = pgid;
 }
 
+/**
+ * The helper reported, with the command's exit, that it has no child left: nothing the command
+ * started runs any more, and the helper exits right after. Its group counts as gone from now
+ * on, so that the end of the command sends no signal and waits for nothing.
+ */
+export function reaperTreeGone(pid: number): void {
+  const r = reapers.get(pid);
+  if (!r) return;
+  r.alive = false;
+  r.pgid = undefined;
+}
+
 /** The helper exited: the whole tree is gone (unless something killed the helper itself). */
 export function reaperExited(pid: number): void {
   const r = reapers.get(pid);

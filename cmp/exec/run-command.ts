@@ -9,7 +9,7 @@ import { formatGoDuration } from '../config/go-duration.js';
 import { spawnEnv } from './env.js';
 import { formatArgs, goQuote } from './go-quote.js';
 import { forkExecText, goTrimSpace, processStateText, signalText } from './go-exec-errors.js';
-import { addReaper, groupAlive, reapGroup, reaperExited, setReaperGroup, signalGroup, track, untrack } from './process-groups.js';
+import { addReaper, groupAlive, reapGroup, reaperExited, reaperTreeGone, setReaperGroup, signalGroup, track, untrack } from './process-groups.js';
 import { usableReaper } from './reaper.js';
 
 export interface RunOptions {
@@ -252,10 +252,13 @@ function followReaper(
   let statusClosed = false;
   let pending = '';
   const line = (text: string) => {
-    const [what, arg] = text.split(' ');
+    const [what, arg, gone] = text.split(' ');
     const n = Number(arg);
     if (!Number.isInteger(n) || reported) return;
     if (what === 'pid') return setReaperGroup(pid, n);
+    // "exit N gone": nothing the command started is left and the helper is exiting; known
+    // before the exit is handled, so that the end of the command needs no reaping.
+    if (gone === 'gone' && (what === 'exit' || what === 'signal')) reaperTreeGone(pid);
     reported = true;
     if (what === 'exec') on.execFailed(errnoError(n));
     else if (what === 'exit') on.exit(n === 0 ? undefined : processStateText(n, null));

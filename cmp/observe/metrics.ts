@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STAGES, type Stage } from './stages.js';
+import { countTraceEventsIn } from './request-trace.js';
 
 export { STAGES, type Stage } from './stages.js';
 
@@ -133,6 +134,18 @@ export const metrics = {
 export function observeStage(stage: Stage, ms: number): void {
   metrics.stageSeconds.observe({ stage }, ms / 1000);
 }
+
+countTraceEventsIn({
+  stage: observeStage,
+  cache(result) {
+    metrics.cacheLookups.inc({ result });
+    if (result === 'coalesced') metrics.coalesced.inc();
+  },
+  execFailure(timedOut, kill) {
+    if (timedOut) metrics.execTimeouts.inc();
+    if (kill) metrics.execKills.inc({ reason: kill });
+  },
+});
 
 /** Names of every metric family this process exports (the contract of the dashboard and docs). */
 export function metricNames(): string[] {

@@ -1,5 +1,23 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { observeStage, metrics, type CacheResult, type KillReason, type Stage } from './metrics.js';
+import type { CacheResult, KillReason, Stage } from './metrics.js';
+
+/**
+ * Where the events of requests are counted: the process's Prometheus metrics, which metrics.ts
+ * installs here when it is loaded (proxy and worker, which export them). The runner exports
+ * none (its stage timings travel to its worker) and never loads prom-client: there they go
+ * nowhere.
+ */
+export interface TraceMetrics {
+  stage(stage: Stage, ms: number): void;
+  cache(result: CacheResult): void;
+  execFailure(timedOut: boolean, kill: KillReason | undefined): void;
+}
+let counted: TraceMetrics | undefined;
+
+/** Called by metrics.ts once its metrics exist. */
+export function countTraceEventsIn(m: TraceMetrics): void {
+  counted = m;
+}
 
 /**
  * What one request (proxy) or job (worker) did, collected while it runs and logged as one line
@@ -19,7 +37,7 @@ export class RequestTrace {
   /** Add a stage duration (stages may repeat, e.g. init + generate are both `exec`). */
   addStage(stage: Stage, ms: number): void {
     this.stagesMs[stage] = round((this.stagesMs[stage] ?? 0) + ms);
-    observeStage(stage, ms);
+    counted?.stage(stage, ms);
   }
 
   /** Stage durations in milliseconds, for the log line. */
@@ -49,7 +67,7 @@ export async function timeStage<T>(stage: Stage, fn: () => Promise<T> | T): Prom
     const ms = performance.now() - t0;
     const trace = currentTrace();
     if (trace) trace.addStage(stage, ms);
-    else observeStage(stage, ms);
+    else counted?.stage(stage, ms);
   }
 }
 
@@ -60,8 +78,7 @@ export function noteCache(result: CacheResult): void {
     if (trace.cache !== undefined) return;
     trace.cache = result;
   }
-  metrics.cacheLookups.inc({ result });
-  if (result === 'coalesced') metrics.coalesced.inc();
+  counted?.cache(result);
 }
 
 /** Record a plugin command's timeout and kill, read from its error text (the texts are fixed by the contract). */
@@ -73,8 +90,7 @@ export function noteExecFailure(message: string, aborted: boolean, outputLimit: 
       : aborted
         ? 'canceled'
         : undefined;
-  if (message.includes(' failed timeout after ') || kill === 'fatal_timeout') metrics.execTimeouts.inc();
-  if (kill) metrics.execKills.inc({ reason: kill });
+  counted?.execFailure(message.includes(' failed timeout after ') || kill === 'fatal_timeout', kill);
 }
 
 function round(ms: number): number {

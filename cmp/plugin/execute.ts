@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { status as Status } from '@grpc/grpc-js';
+import { Status } from '../grpc-status.js';
 import type { Ctx } from '../context.js';
 import { CmpError, wrap } from '../errors.js';
 import type { Options } from '../config/options.js';

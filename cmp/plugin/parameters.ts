@@ -1,4 +1,4 @@
-import { status as Status } from '@grpc/grpc-js';
+import { Status } from '../grpc-status.js';
 import type { ParameterAnnouncement } from '../../proto/generated/reposerver/repository/repository.js';
 import { CmpError } from '../errors.js';
 import { goJsonUnmarshal, goPtr, goSlice } from '../config/go-json-decode.js';

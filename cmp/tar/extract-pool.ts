@@ -1,7 +1,7 @@
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { status as Status } from '@grpc/grpc-js';
+import { Status } from '../grpc-status.js';
 import { CmpError, ourError } from '../errors.js';
 import type { UntgzOptions, UntgzResult } from './untgz-sync.js';
 

@@ -74,12 +74,16 @@ export interface RunnerProcess {
   kill(): Promise<void>;
 }
 
-/** Spawn `bin/cmp-offload <args>` with a pipe on stderr; resolves once it prints `ready` or exits. */
+/**
+ * Spawn `bin/cmp-offload <args>` with a pipe on stderr; resolves once it prints `ready`, rejects
+ * if it exits first or `giveUp` aborts (it is then SIGKILLed).
+ */
 export async function spawnService(
   args: string[],
   env: Record<string, string | undefined>,
   ready: string,
   uid?: number,
+  giveUp?: AbortSignal,
 ): Promise<{ proc: ChildProcess; stderr(): string; exited: Promise<number | null> }> {
   const proc = spawn(process.execPath, [BIN, ...args], {
     env,
@@ -92,13 +96,16 @@ export async function spawnService(
     const timer = setTimeout(() => fail(), 45_000);
     const fail = () => {
       clearTimeout(timer);
+      giveUp?.removeEventListener('abort', fail);
       proc.kill('SIGKILL');
       reject(new Error(`${args[0]} did not start (exit ${proc.exitCode}): ${stderr}`));
     };
+    giveUp?.addEventListener('abort', fail, { once: true });
     proc.stderr!.on('data', (d: Buffer) => {
       stderr += d.toString();
       if (stderr.includes(`"${ready}"`)) {
         clearTimeout(timer);
+        giveUp?.removeEventListener('abort', fail);
         resolve();
       }
     });
@@ -109,8 +116,8 @@ export async function spawnService(
   return { proc, stderr: () => stderr, exited };
 }
 
-/** Start `cmp-offload runner` in `dirs` with `env` minus credentials, as the runner's uid. */
-export async function startRunner(dirs: RunnerDirs, env: Record<string, string | undefined>): Promise<RunnerProcess> {
+/** Start `cmp-offload runner` in `dirs` with `env` minus credentials, as the runner's uid (`giveUp`: see spawnService). */
+export async function startRunner(dirs: RunnerDirs, env: Record<string, string | undefined>, giveUp?: AbortSignal): Promise<RunnerProcess> {
   const s = await spawnService(
     ['runner', '--config-dir-path', dirs.configDir],
     {
@@ -120,6 +127,7 @@ export async function startRunner(dirs: RunnerDirs, env: Record<string, string |
     },
     'runner ready',
     RUNNER_UID,
+    giveUp,
   );
   return {
     ...s,

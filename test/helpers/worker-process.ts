@@ -56,20 +56,30 @@ export async function startWorker(opts: WorkerStartOptions): Promise<WorkerProce
   const testEnv = { ...process.env, ARGOCD_CMP_SERVER_LOGLEVEL: 'info', ...opts.env };
 
   let dirs: RunnerDirs | undefined;
-  let runner: RunnerProcess | undefined;
-  let worker;
   try {
-    if (mode === 'process') {
-      dirs = runnerDirs(base, opts.runnerPluginYaml ?? opts.pluginYaml, opts.files);
-      runner = await startRunner(dirs, testEnv);
-    }
-    const runnerSetting = dirs ? { CMP_OFFLOAD_RUNNER_SOCKET: dirs.socketPath } : mode === 'in-process' ? { CMP_OFFLOAD_RUNNER_SOCKET: 'in-process' } : {};
-    worker = await spawnService(['worker', '--config-dir-path', configDir], { ...testEnv, ARGOCD_CMP_WORKDIR: workDir, ...runnerSetting }, 'worker ready');
+    dirs = mode === 'process' ? runnerDirs(base, opts.runnerPluginYaml ?? opts.pluginYaml, opts.files) : undefined;
   } catch (err) {
-    if (runner) await runner.kill();
     cleanup();
     throw err;
   }
+  const runnerSetting = dirs ? { CMP_OFFLOAD_RUNNER_SOCKET: dirs.socketPath } : mode === 'in-process' ? { CMP_OFFLOAD_RUNNER_SOCKET: 'in-process' } : {};
+  // Both at once, as the containers of a pod start: the worker fetches jobs once its runner listens.
+  const giveUp = new AbortController();
+  const starting = [
+    dirs ? startRunner(dirs, testEnv, giveUp.signal) : Promise.resolve(undefined),
+    spawnService(['worker', '--config-dir-path', configDir], { ...testEnv, ARGOCD_CMP_WORKDIR: workDir, ...runnerSetting }, 'worker ready', undefined, giveUp.signal),
+  ] as const;
+  // One failing to start stops the other at once (the worker would wait for a runner that never comes).
+  for (const p of starting) p.catch(() => giveUp.abort());
+  const [r, w] = await Promise.allSettled(starting);
+  if (r.status === 'rejected' || w.status === 'rejected') {
+    if (r.status === 'fulfilled') await r.value?.kill();
+    if (w.status === 'fulfilled') await killProcess(w.value.proc, w.value.exited);
+    cleanup();
+    throw r.status === 'rejected' ? r.reason : (w as PromiseRejectedResult).reason;
+  }
+  const runner: RunnerProcess | undefined = r.value;
+  const worker = w.value;
   const { proc, exited } = worker;
   const handle: WorkerProcess = {
     proc,

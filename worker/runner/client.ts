@@ -86,7 +86,11 @@ export function runnerExecute(opts: RunnerClientOptions): Execute {
 }
 
 async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
-  const size = (await fs.promises.stat(tgzPath)).size;
+  // A small tarball (the common case) is read at once and goes with the header in one write: no
+  // file stream, one wake-up of the runner. A larger one streams in DATA frames.
+  const stat = fs.statSync(tgzPath);
+  const inline = stat.size <= DATA_FRAME_SEND ? fs.readFileSync(tgzPath) : undefined;
+  const size = inline?.length ?? stat.size;
   const header: RunnerRequest = {
     v: RUNNER_PROTOCOL_VERSION,
     kind: req.kind,
@@ -136,9 +140,11 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
         : undefined;
 
     socket.on('connect', () => {
-      socket.write(encodeFrame(FrameType.HEADER, JSON.stringify(header)));
+      const head = encodeFrame(FrameType.HEADER, JSON.stringify(header));
+      socket.write(inline?.length ? Buffer.concat([head, encodeFrame(FrameType.DATA, inline)]) : head);
       if (ctx.signal.aborted) onAbort();
       else ctx.signal.addEventListener('abort', onAbort, { once: true });
+      if (inline) return;
       sendTarball(socket, tgzPath).catch(err => {
         if (!settled && !socket.destroyed) infra(`sending the tarball failed: ${messageOf(err)}`);
       });

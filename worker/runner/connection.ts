@@ -10,6 +10,7 @@ import { RequestTrace, withTrace } from '../../cmp/observe/request-trace.js';
 import {
   CANCEL_FRAME_MAX,
   DATA_FRAME_MAX,
+  DATA_FRAME_SEND,
   encodeFrame,
   FrameReader,
   FrameType,
@@ -38,6 +39,8 @@ export class RunnerConnection {
   private readonly reader: FrameReader;
   private header: RunnerRequest | undefined;
   private file: fs.WriteStream | undefined;
+  /** The DATA of a small tarball, until it is complete (see onHeader). */
+  private small: Buffer[] | undefined;
   private readonly tgzPath: string;
   private received = 0;
   /** Answered or stopped: later frames are ignored. */
@@ -103,7 +106,8 @@ export class RunnerConnection {
     // DATA
     this.received += payload.length;
     if (this.received > this.header!.size) throw new ProtocolError('more tarball bytes than announced');
-    if (!this.file!.write(payload)) {
+    if (this.small) this.small.push(payload);
+    else if (!this.file!.write(payload)) {
       this.socket.pause();
       this.file!.once('drain', () => this.socket.resume());
     }
@@ -120,17 +124,32 @@ export class RunnerConnection {
     if (h.size > engine.options.limits.tarballBytes) {
       return this.answer(failure(ourError('tarballTooLarge', engine.options.limits.tarballBytes)));
     }
-    this.file = fs.createWriteStream(this.tgzPath, { mode: 0o600 });
-    this.file.on('error', err => {
-      this.deps.log.error({ err: err.message }, 'runner cannot write the tarball');
-      this.stop();
-    });
+    // A small tarball (the worker sends it with the header) is kept in memory and written at
+    // once: no file stream whose open, writes and close each wait for the thread pool.
+    if (h.size <= DATA_FRAME_SEND) this.small = [];
+    else {
+      this.file = fs.createWriteStream(this.tgzPath, { mode: 0o600 });
+      this.file.on('error', err => this.cannotWrite(err));
+    }
     if (h.size === 0) this.startRun();
   }
 
   private startRun(): void {
     this.running = true;
-    this.file!.end(() => void this.run());
+    if (!this.small) return void this.file!.end(() => void this.run());
+    try {
+      fs.writeFileSync(this.tgzPath, Buffer.concat(this.small), { mode: 0o600 });
+    } catch (err) {
+      this.running = false;
+      return this.cannotWrite(err as Error);
+    }
+    this.small = undefined;
+    void this.run();
+  }
+
+  private cannotWrite(err: Error): void {
+    this.deps.log.error({ err: err.message }, 'runner cannot write the tarball');
+    this.stop();
   }
 
   private async run(): Promise<void> {

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import { IN_PROCESS } from '../../cmp/config/options.js';
 import { pluginSpecDigest } from '../../cmp/config/plugin-config.js';
 import { terminateAll } from '../../cmp/exec/process-groups.js';
+import { usableReaper } from '../../cmp/exec/reaper.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../../cmp/process-start.js';
 import { extractPool } from '../../cmp/tar/extract-pool.js';
 import { serveRunner } from './serve.js';
@@ -45,6 +46,8 @@ export async function runRunner(argv: string[]): Promise<number> {
   const { options } = engine;
   const socketPath = options.runnerSocket!;
   extractPool.warm();
+  // Find out now whether cmp-reap works, not in the first request's path.
+  void usableReaper();
   let server;
   try {
     server = await serveRunner(socketPath, { engine, specDigest: pluginSpecDigest(engine.config), log });
