@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { BIN } from './paths.js';
@@ -54,14 +55,18 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>(resolve => proc.once('exit', code => resolve(code)));
   const deadline = Date.now() + 45_000;
-  const listening = () => {
-    try {
-      return fs.statSync(socketPath).isSocket();
-    } catch {
-      return false;
-    }
-  };
-  while (!listening()) {
+  // The socket file appears at bind(), a moment before listen(): only a connection that is
+  // accepted shows the proxy is listening (a client in that moment gets ECONNREFUSED).
+  const listening = () =>
+    new Promise<boolean>(resolve => {
+      const probe = net.createConnection(socketPath);
+      probe.once('connect', () => {
+        probe.destroy();
+        resolve(true);
+      });
+      probe.once('error', () => resolve(false));
+    });
+  while (!(await listening())) {
     if (proc.exitCode !== null || Date.now() > deadline) {
       proc.kill('SIGKILL');
       fs.rmSync(base, { recursive: true, force: true });
