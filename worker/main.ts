@@ -96,6 +96,18 @@ export async function runWorker(argv: string[]): Promise<number> {
   });
   // A job whose lock we lost will run elsewhere: stop our copy (BullMQ's documented pattern).
   worker.on('lockRenewalFailed', ids => ids.forEach(id => worker.cancelJob(id, 'shutdown' satisfies AbortReason)));
+  let stopping = false;
+  // The runner is another container of the pod and starts at the same time: a job fetched before
+  // it listens would fail and wait for its retry. Fetch once it accepts connections, while the
+  // rest of the start goes on.
+  const runnerWait = new AbortController();
+  const fetching = runnerSocket
+    ? untilRunnerAccepts(runnerSocket, ro.timeoutMs, runnerWait.signal, log).then(up => {
+        if (!up || stopping) return false;
+        worker.run().catch(err => log.warn({ err: (err as Error).message }, 'worker error'));
+        return true;
+      })
+    : Promise.resolve(true);
 
   const subscriber = connectRedis(ro, 'blocking', onRedisError);
   subscriber.on('message', (_channel: string, raw: string) => {
@@ -113,7 +125,6 @@ export async function runWorker(argv: string[]): Promise<number> {
   ]);
   if (!connected) log.warn({ redis: redactedUrl(ro.url) }, 'Redis is not reachable yet; jobs are fetched once it is');
 
-  let stopping = false;
   metrics.info.set({ role: 'worker', plugin: queue, mode: 'distributed' }, 1);
   metrics.concurrencyLimit.set(options.concurrency);
   // The dashboard's Queue gets its own connection: the command one refuses commands while connecting.
@@ -133,18 +144,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   );
   const ready = () =>
     log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency, runner: options.runnerSocket }, 'worker ready');
-  // The runner is another container of the pod and starts at the same time: a job fetched before
-  // it listens would fail and wait for its retry. Fetch once it accepts connections.
-  const runnerWait = new AbortController();
-  if (runnerSocket) {
-    void untilRunnerAccepts(runnerSocket, ro.timeoutMs, runnerWait.signal, log).then(up => {
-      if (!up || stopping) return;
-      worker.run().catch(err => log.warn({ err: (err as Error).message }, 'worker error'));
-      ready();
-    });
-  } else {
-    ready();
-  }
+  void fetching.then(up => up && ready());
 
   await untilStopSignal(log, 'no new jobs');
 

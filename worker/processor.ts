@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { status as Status } from '@grpc/grpc-js';
+import { Status } from '../cmp/grpc-status.js';
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Ctx } from '../cmp/context.js';

@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
-import { status as Status } from '@grpc/grpc-js';
+import { Status } from '../grpc-status.js';
 import type { EnvEntry, PluginRequest, RpcKind } from '../plugin/request.js';
 import { sign, verify } from './signing.js';
 
@@ -239,7 +239,8 @@ export function decodeFailure(key: Buffer, jobId: string, binding: string, reaso
   try {
     const [code, message, canceled] = JSON.parse(body) as unknown[];
     if (typeof code !== 'number' || typeof message !== 'string' || typeof canceled !== 'boolean') return undefined;
-    return { code, message, canceled };
+    // Signed by a worker: its code is one it took from a CmpError (grpc-js's enum was as loose).
+    return { code: code as Status, message, canceled };
   } catch {
     return undefined;
   }

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { status as Status } from '@grpc/grpc-js';
+import type { Status } from '../../cmp/grpc-status.js';
 import type { Stage } from '../../cmp/observe/stages.js';
 import { EncodedResult } from '../../cmp/queue/result-store.js';
 import type { RecordedReads } from '../../cmp/trace/read-recorder.js';

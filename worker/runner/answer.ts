@@ -1,4 +1,4 @@
-import type { status as Status } from '@grpc/grpc-js';
+import type { Status } from '../../cmp/grpc-status.js';
 import type { ParameterAnnouncement } from '../../proto/generated/reposerver/repository/repository.js';
 import type { PluginResult, RpcKind } from '../../cmp/plugin/request.js';
 import type { RecordedReads } from '../../cmp/trace/read-recorder.js';

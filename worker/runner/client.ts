@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import net from 'node:net';
-import { status as Status } from '@grpc/grpc-js';
+import { Status } from '../../cmp/grpc-status.js';
 import type { Ctx } from '../../cmp/context.js';
 import { formatGoDuration } from '../../cmp/config/go-duration.js';
 import { CmpError, messageOf } from '../../cmp/errors.js';
