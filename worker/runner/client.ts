@@ -88,8 +88,8 @@ export function runnerExecute(opts: RunnerClientOptions): Execute {
 async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
   // A small tarball (the common case) is read at once and goes with the header in one write: no
   // file stream, one wake-up of the runner. A larger one streams in DATA frames.
-  const stat = fs.statSync(tgzPath);
-  const inline = stat.size <= DATA_FRAME_SEND ? fs.readFileSync(tgzPath) : undefined;
+  const stat = await fs.promises.stat(tgzPath);
+  const inline = stat.size <= DATA_FRAME_SEND ? await fs.promises.readFile(tgzPath) : undefined;
   const size = inline?.length ?? stat.size;
   const header: RunnerRequest = {
     v: RUNNER_PROTOCOL_VERSION,
