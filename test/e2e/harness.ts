@@ -41,6 +41,8 @@ export interface ServerOptions {
   socketName: string;
   /** Env for every process (proxy and workers). */
   env?: Record<string, string>;
+  /** Env for the proxy only, on top of `env` (e.g. its CMP_OFFLOAD_HTTP_ADDR). */
+  proxyEnv?: Record<string, string>;
   files?: Record<string, string>;
   /** Distributed mode: worker processes (default 2). */
   workers?: number;
@@ -49,7 +51,7 @@ export interface ServerOptions {
 /** Start a CMP server in the given mode: a standalone proxy, or proxy + Redis + workers. */
 export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServer> {
   if (mode === 'standalone') {
-    const proxy = await startProxy(opts);
+    const proxy = await startProxy({ ...opts, env: { ...opts.env, ...opts.proxyEnv } });
     return { mode, socketPath: proxy.socketPath, workRoots: [proxy.workRoot], stderr: proxy.stderr, stop: () => proxy.stop() };
   }
   const d = await startDistributed({ ...opts, workers: opts.workers ?? 2 });

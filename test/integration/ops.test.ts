@@ -7,6 +7,7 @@ import { queueDepth } from '../../cmp/observe/queue-depth.js';
 import { startDistributed, type Distributed } from '../helpers/distributed.js';
 import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
+import { scrape } from '../helpers/metrics.js';
 import { freePort, startRedis } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
 import { generateCall, markerPlugin, until } from './distributed-helpers.js';
@@ -29,19 +30,6 @@ const OPS_PLUGIN = pluginYaml('ops', `generate:
         busy) touch "$ARGOCD_ENV_MARK"; sleep 2 ;;
       esac
       printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\n' "$ARGOCD_ENV_TAG"`);
-
-/** Parsed text exposition: `name{labels}` → value. */
-async function scrape(port: number): Promise<Map<string, number>> {
-  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
-  assert.equal(res.status, 200);
-  const out = new Map<string, number>();
-  for (const line of (await res.text()).split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const i = line.lastIndexOf(' ');
-    out.set(line.slice(0, i), Number(line.slice(i + 1)));
-  }
-  return out;
-}
 
 const get = (port: number, p: string, headers: Record<string, string> = {}) =>
   fetch(`http://127.0.0.1:${port}${p}`, { headers, redirect: 'manual' });
