@@ -115,6 +115,12 @@ export class ReadRecorder {
   async finish(): Promise<RecordedReads> {
     for (const w of this.watchers) clearInterval(w);
     try {
+      // The watchdog samples every 250 ms: a command that wrote past the limit in less time
+      // is caught here, before its trace is parsed.
+      for (const t of this.traces) {
+        const size = await fs.stat(t).then(st => st.size, () => 0);
+        if (size > this.opts.maxTraceBytes) this.tooBig();
+      }
       if (this.incomplete) return { complete: false, reason: this.incomplete };
       const touched = new Set<string>();
       const listed = new Set<string>();
@@ -145,13 +151,17 @@ export class ReadRecorder {
     return parser.finish();
   }
 
+  private tooBig(): void {
+    this.giveUp(`the trace exceeded ${this.opts.maxTraceBytes} bytes (CMP_OFFLOAD_TRACE_MAX_BYTES)`);
+  }
+
   /** Bound the trace's disk use: past the limit the record is given up and the file emptied (it then stays sparse). */
   private watch(file: string): void {
     const timer = setInterval(() => {
       void fs.stat(file).then(
         st => {
           if (st.size <= this.opts.maxTraceBytes) return;
-          this.giveUp(`the trace exceeded ${this.opts.maxTraceBytes} bytes (CMP_OFFLOAD_TRACE_MAX_BYTES)`);
+          this.tooBig();
           void fs.truncate(file, 0).catch(() => {});
         },
         () => {},
