@@ -1,7 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import type { EnvEntry } from '../../proto/generated/cmpserver/plugin/plugin.js';
-import { chunksOf, repoMetadata, type StreamCall } from '../helpers/grpc-client.js';
+import { startDistributed, type Distributed, type DistributedOptions } from '../helpers/distributed.js';
+import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient, type StreamCall } from '../helpers/grpc-client.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
@@ -73,4 +76,50 @@ export function failureOf(reason: string): { code: number; message: string; canc
   if (!m) return undefined;
   const [code, message, canceled] = JSON.parse(m[1]!) as [number, string, boolean];
   return { code, message, canceled };
+}
+
+export const PREFIX = '{cmp-offload}';
+
+/** Distributed mode for the marker plugin, with what the tests look at it through. */
+export interface MarkerBed {
+  d: Distributed;
+  /** A CMP client on the proxy's socket. */
+  client: CmpTestClient;
+  /** A plain Redis client, for looking at and tampering with keys. */
+  redis: Redis;
+  /** The plugin's BullMQ queue, on its own connection. */
+  queue: Queue;
+  /** Close the clients, then stop the processes and Redis. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `startDistributed` for `markerPlugin(plugin)` on `<plugin>.sock` (unless `opts` says
+ * otherwise), plus a CMP client, a plain Redis client and the plugin's queue: the setup the
+ * distributed tests open in their `before` hook and close with `stop()` in `after`.
+ */
+export async function startMarkerBed(
+  plugin: string,
+  opts: Omit<DistributedOptions, 'pluginYaml' | 'socketName'> & Partial<Pick<DistributedOptions, 'pluginYaml' | 'socketName'>> = {},
+): Promise<MarkerBed> {
+  const d = await startDistributed({ pluginYaml: markerPlugin(plugin), socketName: `${plugin}.sock`, ...opts });
+  const client = openCmpClient(d.proxy.socketPath);
+  // The URL the processes got (with the password, when Redis has one).
+  const url = d.env.CMP_OFFLOAD_REDIS_URL!;
+  const redis = new Redis(url);
+  const queueConnection = new Redis(url, { maxRetriesPerRequest: null });
+  const queue = new Queue(plugin, { connection: queueConnection, prefix: PREFIX });
+  return {
+    d,
+    client,
+    redis,
+    queue,
+    async stop() {
+      client.close();
+      await queue.close();
+      queueConnection.disconnect();
+      redis.disconnect();
+      await d.stop();
+    },
+  };
 }
