@@ -9,7 +9,9 @@ import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * A plugin that leaves markers: `starts` gets "<worker work dir> <tag>" when a run begins,
- * `ends` gets "<tag>" when it finishes. SLEEP (request env) makes it slow; FAIL makes it fail.
+ * `pids` gets "<pid> <tag>" (the command's pid, the leader of its process group), `ends` gets
+ * "<tag>" when it finishes. SLEEP (request env) makes it slow; WAIT=<name> makes it wait until
+ * the file `<markers>/<name>` exists (a run held until the test lets it go); FAIL makes it fail.
  */
 export function markerPlugin(name: string): string {
   return pluginYaml(name, `generate:
@@ -17,6 +19,8 @@ export function markerPlugin(name: string): string {
   args:
     - |
       echo "$ARGOCD_CMP_WORKDIR $ARGOCD_ENV_TAG" >> "$MARKERS/starts"
+      echo "$$ $ARGOCD_ENV_TAG" >> "$MARKERS/pids"
+      if [ -n "$ARGOCD_ENV_WAIT" ]; then while [ ! -e "$MARKERS/$ARGOCD_ENV_WAIT" ]; do sleep 0.05; done; fi
       sleep "\${ARGOCD_ENV_SLEEP:-0}"
       if [ -n "$ARGOCD_ENV_FAIL" ]; then echo "it broke: $ARGOCD_ENV_FAIL" >&2; exit 3; fi
       echo "$ARGOCD_ENV_TAG" >> "$MARKERS/ends"
@@ -33,6 +37,24 @@ export function startsOf(markers: string, tag: string): string[] {
   return lines(path.join(markers, 'starts'))
     .filter(l => l.endsWith(` ${tag}`))
     .map(l => l.slice(0, -tag.length - 1));
+}
+
+/** Pids of the runs started for a tag (each the leader of its run's process group). */
+export function pidsOf(markers: string, tag: string): number[] {
+  return lines(path.join(markers, 'pids'))
+    .filter(l => l.endsWith(` ${tag}`))
+    .map(l => Number(l.slice(0, -tag.length - 1)));
+}
+
+/** Whether process group `pgid` still has a member (signal 0 to the group). */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
 }
 
 export function endsOf(markers: string, tag: string): number {
