@@ -171,7 +171,7 @@ describe('distributed settings through the real env', () => {
       await until(() => startsOf(markers, 'stalled').length === 1, 15_000, 'the run to start');
       const [a, b] = holderOf(workers, 'stalled');
       await a.kill();
-      await until(() => startsOf(markers, 'stalled').length === 2, 30_000, 'the stalled job to run again');
+      await until(() => startsOf(markers, 'stalled').length === 2, 45_000, 'the stalled job to run again');
       assert.equal(startsOf(markers, 'stalled')[1], path.join(b.base, 'work'), 'it ran again on worker B');
       release('go-stalled');
       assert.deepEqual(names(await call), ['stalled']);
