@@ -12,6 +12,11 @@ export interface RedisServer {
   /** Stop it but keep the port, so that `restart()` brings it back at the same URL. */
   pause(): Promise<void>;
   restart(): Promise<void>;
+  /**
+   * Send a signal to the running server: SIGSTOP makes it hang (connections stay open, nothing
+   * is answered), as an overloaded or partitioned Redis does; SIGCONT resumes it.
+   */
+  signal(sig: NodeJS.Signals): void;
 }
 
 /** A free TCP port on 127.0.0.1 (the OS picks it). */
@@ -67,6 +72,8 @@ export async function startRedis(extraArgs: string[] = []): Promise<RedisServer>
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise(resolve => child.once('exit', resolve));
     child.kill('SIGTERM');
+    // A stopped server (signal('SIGSTOP')) handles the SIGTERM once it runs again.
+    child.kill('SIGCONT');
     const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
     await exited;
     clearTimeout(timer);
@@ -78,6 +85,10 @@ export async function startRedis(extraArgs: string[] = []): Promise<RedisServer>
     url: `redis://127.0.0.1:${port}`,
     pause: halt,
     restart: launch,
+    signal(sig) {
+      if (!proc) throw new Error('redis-server is not running');
+      proc.kill(sig);
+    },
     async stop() {
       await halt();
       fs.rmSync(dir, { recursive: true, force: true });

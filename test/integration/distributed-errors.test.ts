@@ -11,48 +11,34 @@ import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue, type Job } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import type { JobData } from '../../cmp/queue/job-contract.js';
-import { startDistributed, type Distributed } from '../helpers/distributed.js';
-import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
+import type { Distributed } from '../helpers/distributed.js';
+import { chunksOf, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { assertOurError } from '../helpers/our-errors.js';
 import { tarballOf } from '../helpers/repo.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { startWorker } from '../helpers/worker-process.js';
-import { failureOf, generateCall, markerPlugin, sleep, startsOf, until } from './distributed-helpers.js';
+import { failureOf, generateCall, markerPlugin, PREFIX, sleep, startMarkerBed, startsOf, until, type MarkerBed } from './distributed-helpers.js';
 
-const PREFIX = '{cmp-offload}';
 const QUEUE = 'qerr';
 const keys = new KeySpace(PREFIX);
 const markers = pluginWritableTempDir('cmp-markers-');
 
 describe('our errors in distributed mode, as the caller sees them', () => {
+  let bed: MarkerBed;
   let d: Distributed;
   let client: CmpTestClient;
   let redis: Redis;
-  let queueConnection: Redis;
   let queue: Queue;
 
   before(async () => {
-    d = await startDistributed({
-      pluginYaml: markerPlugin(QUEUE),
-      socketName: `${QUEUE}.sock`,
-      workers: 0,
-      env: { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off' },
-    });
-    client = openCmpClient(d.proxy.socketPath);
-    redis = new Redis(d.redis.url);
-    queueConnection = new Redis(d.redis.url, { maxRetriesPerRequest: null });
-    queue = new Queue(QUEUE, { connection: queueConnection, prefix: PREFIX });
+    ({ d, client, redis, queue } = bed = await startMarkerBed(QUEUE, { workers: 0, env: { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off' } }));
   });
 
   after(async () => {
-    client.close();
-    await queue.close();
-    queueConnection.disconnect();
-    redis.disconnect();
-    await d.stop();
+    await bed.stop();
     fs.rmSync(markers, { recursive: true, force: true });
   });
 
@@ -198,7 +184,7 @@ describe('our errors in distributed mode, as the caller sees them', () => {
 
   test("wrongQueue: a job of this plugin placed in another plugin's queue is refused by that plugin's worker", async () => {
     // A worker of plugin "other" on the same Redis; the job is copied, signature and id intact, into its queue.
-    const otherQueue = new Queue('other', { connection: queueConnection, prefix: PREFIX });
+    const otherQueue = new Queue('other', { connection: queue.opts.connection, prefix: PREFIX });
     const call = generate('moved');
     const job = await waitingJob();
     const other = await startWorker({ pluginYaml: markerPlugin('other'), env: d.env });

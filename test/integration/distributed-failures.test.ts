@@ -9,7 +9,7 @@ import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { BIN } from '../helpers/paths.js';
 import { startRedis } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
-import { endsOf, generateCall, markerPlugin, startsOf, until } from './distributed-helpers.js';
+import { endsOf, generateCall, markerPlugin, startMarkerBed, startsOf, until, type MarkerBed } from './distributed-helpers.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { ANY, assertOurError } from '../helpers/our-errors.js';
 
@@ -18,25 +18,20 @@ const markers = pluginWritableTempDir('cmp-markers-');
 after(() => fs.rmSync(markers, { recursive: true, force: true }));
 
 describe('distributed mode under failures', () => {
+  let bed: MarkerBed;
   let d: Distributed;
   let client: CmpTestClient;
   let tgz: Buffer;
 
   before(async () => {
-    d = await startDistributed({
-      pluginYaml: markerPlugin(QUEUE),
-      socketName: `${QUEUE}.sock`,
+    ({ d, client } = bed = await startMarkerBed(QUEUE, {
       workers: 2,
       env: { MARKERS: markers, CMP_OFFLOAD_CONCURRENCY: '1', CMP_OFFLOAD_SHUTDOWN_GRACE: '10s' },
-    });
-    client = openCmpClient(d.proxy.socketPath);
+    }));
     tgz = await tarballOf({ 'f.txt': 'x' });
   });
 
-  after(async () => {
-    client.close();
-    await d.stop();
-  });
+  after(() => bed.stop());
 
   test('a worker SIGKILLed during a slow generate: the call still succeeds on another worker within seconds', async () => {
     const started = Date.now();

@@ -1,12 +1,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import type { EnvEntry } from '../../proto/generated/cmpserver/plugin/plugin.js';
-import { chunksOf, repoMetadata, type StreamCall } from '../helpers/grpc-client.js';
+import { startDistributed, type Distributed, type DistributedOptions } from '../helpers/distributed.js';
+import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient, type StreamCall } from '../helpers/grpc-client.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
  * A plugin that leaves markers: `starts` gets "<worker work dir> <tag>" when a run begins,
- * `ends` gets "<tag>" when it finishes. SLEEP (request env) makes it slow; FAIL makes it fail.
+ * `pids` gets "<pid> <tag>" (the command's pid, the leader of its process group), `ends` gets
+ * "<tag>" when it finishes. SLEEP (request env) makes it slow; WAIT=<name> makes it wait until
+ * the file `<markers>/<name>` exists (a run held until the test lets it go); FAIL makes it fail.
  */
 export function markerPlugin(name: string): string {
   return pluginYaml(name, `generate:
@@ -14,6 +19,8 @@ export function markerPlugin(name: string): string {
   args:
     - |
       echo "$ARGOCD_CMP_WORKDIR $ARGOCD_ENV_TAG" >> "$MARKERS/starts"
+      echo "$$ $ARGOCD_ENV_TAG" >> "$MARKERS/pids"
+      if [ -n "$ARGOCD_ENV_WAIT" ]; then while [ ! -e "$MARKERS/$ARGOCD_ENV_WAIT" ]; do sleep 0.05; done; fi
       sleep "\${ARGOCD_ENV_SLEEP:-0}"
       if [ -n "$ARGOCD_ENV_FAIL" ]; then echo "it broke: $ARGOCD_ENV_FAIL" >&2; exit 3; fi
       echo "$ARGOCD_ENV_TAG" >> "$MARKERS/ends"
@@ -30,6 +37,24 @@ export function startsOf(markers: string, tag: string): string[] {
   return lines(path.join(markers, 'starts'))
     .filter(l => l.endsWith(` ${tag}`))
     .map(l => l.slice(0, -tag.length - 1));
+}
+
+/** Pids of the runs started for a tag (each the leader of its run's process group). */
+export function pidsOf(markers: string, tag: string): number[] {
+  return lines(path.join(markers, 'pids'))
+    .filter(l => l.endsWith(` ${tag}`))
+    .map(l => Number(l.slice(0, -tag.length - 1)));
+}
+
+/** Whether process group `pgid` still has a member (signal 0 to the group). */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
 }
 
 export function endsOf(markers: string, tag: string): number {
@@ -73,4 +98,50 @@ export function failureOf(reason: string): { code: number; message: string; canc
   if (!m) return undefined;
   const [code, message, canceled] = JSON.parse(m[1]!) as [number, string, boolean];
   return { code, message, canceled };
+}
+
+export const PREFIX = '{cmp-offload}';
+
+/** Distributed mode for the marker plugin, with what the tests look at it through. */
+export interface MarkerBed {
+  d: Distributed;
+  /** A CMP client on the proxy's socket. */
+  client: CmpTestClient;
+  /** A plain Redis client, for looking at and tampering with keys. */
+  redis: Redis;
+  /** The plugin's BullMQ queue, on its own connection. */
+  queue: Queue;
+  /** Close the clients, then stop the processes and Redis. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `startDistributed` for `markerPlugin(plugin)` on `<plugin>.sock` (unless `opts` says
+ * otherwise), plus a CMP client, a plain Redis client and the plugin's queue: the setup the
+ * distributed tests open in their `before` hook and close with `stop()` in `after`.
+ */
+export async function startMarkerBed(
+  plugin: string,
+  opts: Omit<DistributedOptions, 'pluginYaml' | 'socketName'> & Partial<Pick<DistributedOptions, 'pluginYaml' | 'socketName'>> = {},
+): Promise<MarkerBed> {
+  const d = await startDistributed({ pluginYaml: markerPlugin(plugin), socketName: `${plugin}.sock`, ...opts });
+  const client = openCmpClient(d.proxy.socketPath);
+  // The URL the processes got (with the password, when Redis has one).
+  const url = d.env.CMP_OFFLOAD_REDIS_URL!;
+  const redis = new Redis(url);
+  const queueConnection = new Redis(url, { maxRetriesPerRequest: null });
+  const queue = new Queue(plugin, { connection: queueConnection, prefix: PREFIX });
+  return {
+    d,
+    client,
+    redis,
+    queue,
+    async stop() {
+      client.close();
+      await queue.close();
+      queueConnection.disconnect();
+      redis.disconnect();
+      await d.stop();
+    },
+  };
 }

@@ -5,50 +5,39 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
-import { startDistributed, type Distributed } from '../helpers/distributed.js';
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Distributed } from '../helpers/distributed.js';
 import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { startProxy } from '../helpers/proxy-process.js';
 import { BIN } from '../helpers/paths.js';
 import { tarballOf } from '../helpers/repo.js';
 import { assertServerAnswer, wireGenerate } from '../helpers/raw-grpc.js';
-import { endsOf, failureOf, generateCall, markerPlugin, sleep, startsOf, until } from './distributed-helpers.js';
+import { endsOf, failureOf, generateCall, markerPlugin, PREFIX, sleep, startMarkerBed, startsOf, until, type MarkerBed } from './distributed-helpers.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { assertOurError } from '../helpers/our-errors.js';
 
-const PREFIX = '{cmp-offload}';
 const QUEUE = 'qtest';
 const markers = pluginWritableTempDir('cmp-markers-');
 
 describe('distributed mode', () => {
+  let bed: MarkerBed;
   let d: Distributed;
   let client: CmpTestClient;
   let redis: Redis;
-  let queueConnection: Redis;
   let queue: Queue;
   let tgz: Buffer;
 
   before(async () => {
-    d = await startDistributed({
-      pluginYaml: markerPlugin(QUEUE),
-      socketName: `${QUEUE}.sock`,
+    ({ d, client, redis, queue } = bed = await startMarkerBed(QUEUE, {
       workers: 2,
       env: { MARKERS: markers, CMP_OFFLOAD_CONCURRENCY: '1', CMP_OFFLOAD_BLOB_TTL: '3s', CMP_OFFLOAD_RESULT_TTL: '2s' },
-    });
-    client = openCmpClient(d.proxy.socketPath);
-    redis = new Redis(d.redis.url);
-    queueConnection = new Redis(d.redis.url, { maxRetriesPerRequest: null });
-    queue = new Queue(QUEUE, { connection: queueConnection, prefix: PREFIX });
+    }));
     tgz = await tarballOf({ 'f.txt': 'x' });
   });
 
   after(async () => {
-    client.close();
-    await queue.close();
-    queueConnection.disconnect();
-    redis.disconnect();
-    await d.stop();
+    await bed.stop();
     fs.rmSync(markers, { recursive: true, force: true });
   });
 
@@ -139,31 +128,24 @@ describe('distributed mode', () => {
   });
 
   test('jobs added by hand without a valid signature are rejected and nothing runs', async () => {
-    const connection = new Redis(d.redis.url, { maxRetriesPerRequest: null });
-    const queue = new Queue(QUEUE, { connection, prefix: PREFIX });
-    try {
-      const data = {
-        v: 2, kind: 'generate', plugin: QUEUE, specDigest: 'x', appRelPath: '.', envNames: ['ARGOCD_ENV_TAG', 'LD_PRELOAD'],
-        envSealed: Buffer.from(JSON.stringify([['ARGOCD_ENV_TAG', 'evil'], ['LD_PRELOAD', '/tmp/evil.so']])).toString('base64'),
-        blob: 'a'.repeat(64), size: 1, cacheKey: null, resultId: 'd'.repeat(64), waitId: 'b'.repeat(64), deadline: null,
-        enqueuedAt: Date.now(), expiresAt: Date.now() + 60_000,
-      };
-      const unsigned = await queue.add('generate', data);
-      const forged = await queue.add('generate', { ...data, sig: 'c'.repeat(64) });
-      for (const [job, reason] of [[unsigned, 'job is not signed'], [forged, 'job signature does not verify']] as const) {
-        await until(async () => (await queue.getJobState(job.id!)) === 'failed', 10_000, `job ${job.id} to fail`);
-        const failed = (await queue.getJob(job.id!))!;
-        // Nobody waits for a job added by hand: the worker's signed failure is what a caller would get.
-        const failure = failureOf(failed.failedReason);
-        assert.ok(failure, failed.failedReason);
-        assertOurError('jobRejected', { code: failure.code, details: failure.message }, [reason]);
-        assert.equal(failed.attemptsMade, 1, 'not retried');
-      }
-      assert.equal(startsOf(markers, 'evil').length, 0);
-    } finally {
-      await queue.close();
-      connection.disconnect();
+    const data = {
+      v: 2, kind: 'generate', plugin: QUEUE, specDigest: 'x', appRelPath: '.', envNames: ['ARGOCD_ENV_TAG', 'LD_PRELOAD'],
+      envSealed: Buffer.from(JSON.stringify([['ARGOCD_ENV_TAG', 'evil'], ['LD_PRELOAD', '/tmp/evil.so']])).toString('base64'),
+      blob: 'a'.repeat(64), size: 1, cacheKey: null, resultId: 'd'.repeat(64), waitId: 'b'.repeat(64), deadline: null,
+      enqueuedAt: Date.now(), expiresAt: Date.now() + 60_000,
+    };
+    const unsigned = await queue.add('generate', data);
+    const forged = await queue.add('generate', { ...data, sig: 'c'.repeat(64) });
+    for (const [job, reason] of [[unsigned, 'job is not signed'], [forged, 'job signature does not verify']] as const) {
+      await until(async () => (await queue.getJobState(job.id!)) === 'failed', 10_000, `job ${job.id} to fail`);
+      const failed = (await queue.getJob(job.id!))!;
+      // Nobody waits for a job added by hand: the worker's signed failure is what a caller would get.
+      const failure = failureOf(failed.failedReason);
+      assert.ok(failure, failed.failedReason);
+      assertOurError('jobRejected', { code: failure.code, details: failure.message }, [reason]);
+      assert.equal(failed.attemptsMade, 1, 'not retried');
     }
+    assert.equal(startsOf(markers, 'evil').length, 0);
   });
 
   test('a deadline during a run kills the plugin on the worker, and the job is not run again', async () => {

@@ -8,18 +8,17 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { publishCancel } from '../../cmp/queue/cancel.js';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import { newResultId, type JobData } from '../../cmp/queue/job-contract.js';
-import { startDistributed, TEST_SIGNING_KEY, type Distributed } from '../helpers/distributed.js';
-import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
+import { TEST_SIGNING_KEY, type Distributed } from '../helpers/distributed.js';
+import type { CmpTestClient } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
-import { endsOf, generateCall, markerPlugin, startsOf, until } from '../integration/distributed-helpers.js';
+import { endsOf, generateCall, PREFIX, startMarkerBed, startsOf, until, type MarkerBed } from '../integration/distributed-helpers.js';
 
-const PREFIX = '{cmp-offload}';
 const QUEUE = 'bound';
 const keys = new KeySpace(PREFIX);
 const markers = pluginWritableTempDir('cmp-markers-');
@@ -49,34 +48,21 @@ async function dumpRedis(redis: Redis): Promise<string> {
 }
 
 describe('Redis writers without the signing key', () => {
+  let bed: MarkerBed;
   let d: Distributed;
   let client: CmpTestClient;
   let redis: Redis;
   let queue: Queue;
-  let queueConnection: Redis;
   let tgz: Buffer;
 
   before(async () => {
     // No worker yet: each test decides when jobs may run.
-    d = await startDistributed({
-      pluginYaml: markerPlugin(QUEUE),
-      socketName: `${QUEUE}.sock`,
-      workers: 0,
-      env: { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off' },
-    });
-    client = openCmpClient(d.proxy.socketPath);
-    redis = new Redis(d.redis.url);
-    queueConnection = new Redis(d.redis.url, { maxRetriesPerRequest: null });
-    queue = new Queue(QUEUE, { connection: queueConnection, prefix: PREFIX });
+    ({ d, client, redis, queue } = bed = await startMarkerBed(QUEUE, { workers: 0, env: { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off' } }));
     tgz = await tarballOf({ 'f.txt': 'x' });
   });
 
   after(async () => {
-    client.close();
-    await queue.close();
-    queueConnection.disconnect();
-    redis.disconnect();
-    await d.stop();
+    await bed.stop();
     fs.rmSync(markers, { recursive: true, force: true });
   });
 

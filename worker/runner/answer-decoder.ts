@@ -76,7 +76,6 @@ export class AnswerDecoder {
     if (this.thread) return this.thread;
     const thread = startThread(this.heapMb);
     this.thread = thread;
-    thread.unref();
     thread.on('message', (reply: DecodeReply) => {
       const p = this.pending.get(reply.id);
       if (!p) return;
@@ -98,6 +97,10 @@ export class AnswerDecoder {
     };
     thread.on('error', lost);
     thread.on('exit', () => lost(new Error('exited')));
+    // After the listeners: adding a 'message' listener refs the thread's port again, and a
+    // thread started but never used (every job so far lost its runner or was cancelled before
+    // an answer) would then keep a stopping worker alive.
+    thread.unref();
     return thread;
   }
 }

@@ -1,3 +1,7 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { decodeResult, encodeResult } from '../../../cmp/queue/result-store.js';
@@ -79,4 +83,20 @@ test('an answer that needs more than the decoder heap ends the thread, not the p
   await assert.rejects(decoder.decode(objects, GENERATE), /the answer could not be decoded within the decoder's 16 MiB heap$/);
   const a = await decoder.decode(json({ v: 1, ok: false, code: 2, message: 'fine' }), GENERATE);
   assert.deepEqual(a, { ok: false, code: 2, message: 'fine', stages: [] });
+});
+
+test('a decoder thread started but never used does not keep the process alive (a stopping worker exits)', async () => {
+  // A worker warms the thread for every job; when none got an answer (runner lost, cancelled)
+  // nothing else unrefs it. A process that only warms one must end by itself.
+  // A script file, not -e: the thread inherits the process's flags, and --input-type would break it.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-decoder-'));
+  const script = path.join(dir, 'warm.mjs');
+  const url = new URL('../../../worker/runner/answer-decoder.js', import.meta.url).href;
+  fs.writeFileSync(script, `import { AnswerDecoder } from ${JSON.stringify(url)};\nnew AnswerDecoder(64).warm();\n`);
+  const child = spawn(process.execPath, [script], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>(resolve => child.once('exit', (c, s) => resolve([c, s])));
+  clearTimeout(timer);
+  fs.rmSync(dir, { recursive: true, force: true });
+  assert.deepEqual({ code, signal }, { code: 0, signal: null }, 'the process did not exit by itself (SIGKILLed after 15 s)');
 });
