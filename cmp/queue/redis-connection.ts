@@ -76,6 +76,9 @@ export function clusterOptions(opts: RedisOptions, role: ConnectionRole): Cluste
     enableReadyCheck: true,
     lazyConnect: false,
     slotsRefreshTimeout: Math.max(opts.timeoutMs, 1_000),
+    // With TLS, connect to the node names as given (no resolving to IPs first): the certificates
+    // of managed clusters (ElastiCache, Memorystore) name hosts, not addresses.
+    ...(t.tls ? { dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) => callback(null, address) } : {}),
     redisOptions: {
       ...roleOptions(opts, role),
       ...(t.username !== undefined ? { username: t.username } : {}),

@@ -44,9 +44,14 @@ test('a Cluster target gives each node the role options, the URL credentials and
   assert.equal(command.redisOptions?.username, 'u');
   assert.equal(command.redisOptions?.password, 'pw');
   assert.deepEqual(command.redisOptions?.tls, {});
+  // TLS: node names are not resolved to IPs before connecting (certificates name hosts).
+  let resolved = '';
+  command.dnsLookup!('node.example', (_err, address) => (resolved = address));
+  assert.equal(resolved, 'node.example');
   const blocking = clusterOptions(ro('redis+cluster://c1'), 'blocking');
   assert.equal(blocking.enableOfflineQueue, true);
   assert.equal(blocking.redisOptions?.maxRetriesPerRequest, null);
   assert.equal(blocking.redisOptions?.tls, undefined);
   assert.equal(blocking.redisOptions?.password, undefined);
+  assert.equal(blocking.dnsLookup, undefined);
 });
