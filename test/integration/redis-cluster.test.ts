@@ -67,6 +67,11 @@ describe('Redis Cluster (3 masters, started by the test)', () => {
     for (const port of [proxyPort, workerPort]) {
       assert.equal(await ready(port), 200, `readyz on ${port}`);
       assert.equal(await redisConnected(port), 1, `metric on ${port}`);
+      // The queue depth is read at scrape time in one pipeline over the queue's keys (one slot).
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      for (const state of ['wait', 'prioritized', 'active', 'delayed']) {
+        assert.match(text, new RegExp(`^cmp_offload_queue_jobs\\{queue="${QUEUE}",state="${state}"\\} 0$`, 'm'), `${state} on ${port}`);
+      }
     }
   });
 
