@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
 import { compileOptions } from '../../cmp/config/options.js';
 import { storeBlob } from '../../cmp/queue/blob-store.js';
+import { parseCancel, publishCancel } from '../../cmp/queue/cancel.js';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import { connectRedis, untilReady, type RedisClient } from '../../cmp/queue/redis-connection.js';
 import { startDistributed, TEST_SIGNING_KEY, type Distributed } from '../helpers/distributed.js';
@@ -94,6 +95,24 @@ describe('Redis Cluster (3 masters, started by the test)', () => {
     assert.ok(keys.some(k => k.startsWith(`${PREFIX}:out:${QUEUE}:`)), 'a cache entry');
     assert.ok(keys.some(k => k.startsWith(`${PREFIX}:blob:`)), 'a blob');
     assert.ok(keys.some(k => /^\{cmp-offload\}:qcluster:[^:]+$/.test(k) && !/:(meta|events|id|stalled-check|marker|wait|active|completed|failed)$/.test(k)), 'a job hash');
+  });
+
+  test('a signed cancel published through one node reaches a worker-style subscriber on the cluster', async () => {
+    const ro = compileOptions({ CMP_OFFLOAD_REDIS_URL: cluster.url, CMP_OFFLOAD_SIGNING_KEY: TEST_SIGNING_KEY }).redis!;
+    const command = connectRedis(ro, 'command');
+    const subscriber = connectRedis(ro, 'blocking');
+    try {
+      const keys = new KeySpace(ro.prefix);
+      const got = new Promise<string>(resolve => subscriber.on('message', (_channel: string, raw: string) => resolve(raw)));
+      await subscriber.subscribe(keys.cancelChannel());
+      await untilReady(command);
+      await publishCancel(command, keys, ro.signingKey!, { queue: QUEUE, jobId: 'j1', reason: 'canceled' });
+      const raw = await Promise.race([got, new Promise<string>((_, reject) => setTimeout(() => reject(new Error('no cancel message within 10 s')), 10_000))]);
+      assert.deepEqual(parseCancel(ro.signingKey!, raw), { queue: QUEUE, jobId: 'j1', reason: 'canceled' });
+    } finally {
+      command.disconnect();
+      subscriber.disconnect();
+    }
   });
 
   test('without the hash tag the same code fails on a Cluster with CROSSSLOT (why the prefix must keep one)', async () => {

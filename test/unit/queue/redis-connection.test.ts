@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileOptions } from '../../../cmp/config/options.js';
-import { clusterOptions, connectionOptions } from '../../../cmp/queue/redis-connection.js';
+import { clusterOptions, connectionOptions, redactedUrl, redisUnavailable } from '../../../cmp/queue/redis-connection.js';
 
 const ro = (url: string, extra: Record<string, string> = {}) => compileOptions({ CMP_OFFLOAD_REDIS_URL: url, CMP_OFFLOAD_REDIS_TIMEOUT: '3s', ...extra }).redis!;
 
@@ -54,4 +54,16 @@ test('a Cluster target gives each node the role options, the URL credentials and
   assert.equal(blocking.redisOptions?.tls, undefined);
   assert.equal(blocking.redisOptions?.password, undefined);
   assert.equal(blocking.dnsLookup, undefined);
+});
+
+test('the UNAVAILABLE text names the Redis without credentials, whatever the form', () => {
+  for (const [url, shown] of [
+    ['redis+sentinel://u:s3cret@s1:26379,s2:26379/m/1', 'redis+sentinel://s1:26379,s2:26379/m/1'],
+    ['rediss+cluster://:s3cret@c1:7000,c2:7001', 'rediss+cluster://c1:7000,c2:7001'],
+    ['redis://:s3cret@h:6379/0', 'redis://h:6379/0'],
+  ] as const) {
+    const err = redisUnavailable(ro(url), new Error('connect ECONNREFUSED'));
+    assert.equal(err.message, `cmp-offload: Redis is unreachable at ${shown} (CMP_OFFLOAD_REDIS_URL): connect ECONNREFUSED`);
+    assert.equal(redactedUrl(url), shown);
+  }
 });
