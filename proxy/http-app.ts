@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../cmp/queue/redis-connection.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { buildOpsApp, type ReadinessCheck } from '../cmp/observe/ops-http.js';
 import { refreshQueueGauge } from '../cmp/observe/queue-depth.js';
@@ -11,7 +11,7 @@ export interface ProxyHttpDeps {
   socketPath: string;
   listening(): boolean;
   /** Distributed mode: the proxy's Redis command connection, queue prefix and name. */
-  redis?: { connection: Redis; prefix: string; queue: string };
+  redis?: { connection: RedisClient; prefix: string; queue: string };
   /** Standalone mode: the in-memory output cache, for its size gauges. */
   cache?: MemoryCache;
 }

@@ -1,14 +1,14 @@
 import type { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../cmp/queue/redis-connection.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { buildOpsApp } from '../cmp/observe/ops-http.js';
 import { refreshQueueGauge } from '../cmp/observe/queue-depth.js';
 
 export interface WorkerHttpDeps {
   /** The command connection (blobs, results) and the worker's blocking connection. */
-  redis: Redis;
-  blocking: Redis;
+  redis: RedisClient;
+  blocking: RedisClient;
   prefix: string;
   queue: string;
   /** False once the worker stops fetching jobs (shutdown). */

@@ -9,7 +9,7 @@ import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
-import { connectRedis, redactedUrl } from '../cmp/queue/redis-connection.js';
+import { connectRedis } from '../cmp/queue/redis-connection.js';
 import type { Logger } from '../cmp/log.js';
 import { createProcessor, type AbortReason, type Execute } from './processor.js';
 import { runnerAccepts, runnerExecute } from './runner/client.js';
@@ -123,7 +123,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     worker.waitUntilReady().then(() => true, () => false),
     new Promise<boolean>(resolve => setTimeout(() => resolve(false), ro.timeoutMs).unref()),
   ]);
-  if (!connected) log.warn({ redis: redactedUrl(ro.url) }, 'Redis is not reachable yet; jobs are fetched once it is');
+  if (!connected) log.warn({ redis: ro.redacted }, 'Redis is not reachable yet; jobs are fetched once it is');
 
   metrics.info.set({ role: 'worker', plugin: queue, mode: 'distributed' }, 1);
   metrics.concurrencyLimit.set(options.concurrency);
@@ -143,7 +143,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     }),
   );
   const ready = () =>
-    log.info({ queue, redis: redactedUrl(ro.url), prefix: ro.prefix, concurrency: options.concurrency, runner: options.runnerSocket }, 'worker ready');
+    log.info({ queue, redis: ro.redacted, prefix: ro.prefix, concurrency: options.concurrency, runner: options.runnerSocket }, 'worker ready');
   void fetching.then(up => up && ready());
 
   await untilStopSignal(log, 'no new jobs');

@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Status } from '../cmp/grpc-status.js';
 import { UnrecoverableError, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../cmp/queue/redis-connection.js';
 import type { Ctx } from '../cmp/context.js';
 import { canceled, CmpError, codeOf, deadlineExceeded, messageOf, ourError } from '../cmp/errors.js';
 import type { Logger } from '../cmp/log.js';
@@ -41,7 +41,7 @@ export interface ProcessorDeps {
   engine: Engine;
   execute: Execute;
   /** Command connection for blobs, results and waiter counts. */
-  redis: Redis;
+  redis: RedisClient;
   keys: KeySpace;
   /** This worker's queue: the plugin name. */
   queue: string;

@@ -80,10 +80,48 @@ export interface Options {
 /** CMP_OFFLOAD_RUNNER_SOCKET's value for plugin commands run inside the worker process. */
 export const IN_PROCESS = 'in-process';
 
+/** A `host:port` of a sentinel or a cluster seed node. */
+export interface RedisHost {
+  host: string;
+  port: number;
+}
+
+/**
+ * Where Redis is, parsed from CMP_OFFLOAD_REDIS_URL (one setting for every form, so that the
+ * proxy, the worker, the `cache` CLI and the Kubernetes Secret keep one key):
+ * - `redis://[user:password@]host[:port][/db]`, `rediss://…`: one Redis (TLS with `rediss`);
+ * - `redis+sentinel://[user:password@]host[:port],host[:port]…/<master name>[/db]`,
+ *   `rediss+sentinel://…`: the master of a Sentinel group (TLS to the sentinels and the data
+ *   nodes with `rediss`); the credentials are the data nodes'; the sentinels' own come from
+ *   CMP_OFFLOAD_REDIS_SENTINEL_USERNAME and CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD(_FILE);
+ * - `redis+cluster://[user:password@]host[:port],host[:port]…`, `rediss+cluster://…`: a Redis
+ *   Cluster, from one or more seed nodes (database 0 only, as in any cluster).
+ * Default ports: 26379 for sentinels, 6379 otherwise. Reserved characters in the user name or
+ * password must be percent-encoded, as in any URL.
+ */
+export type RedisTarget =
+  | { kind: 'standalone'; url: string }
+  | {
+      kind: 'sentinel';
+      sentinels: RedisHost[];
+      masterName: string;
+      db: number;
+      tls: boolean;
+      username: string | undefined;
+      password: string | undefined;
+      sentinelUsername: string | undefined;
+      sentinelPassword: string | undefined;
+    }
+  | { kind: 'cluster'; nodes: RedisHost[]; tls: boolean; username: string | undefined; password: string | undefined };
+
 /** The settings of distributed mode, shared by proxy, worker and the `cache` CLI. */
 export interface RedisOptions {
-  /** CMP_OFFLOAD_REDIS_URL: `redis://[user:password@]host:port[/db]` or `rediss://` for TLS. */
+  /** CMP_OFFLOAD_REDIS_URL as given (it may hold a password: never log it, use `redacted`). */
   url: string;
+  /** CMP_OFFLOAD_REDIS_URL without credentials, for logs and error texts. */
+  redacted: string;
+  /** What CMP_OFFLOAD_REDIS_URL points at: one Redis, a Sentinel group or a Cluster. */
+  target: RedisTarget;
   /** CMP_OFFLOAD_QUEUE_PREFIX: prefixes every key and channel we write; a `{hash tag}` keeps them in one Cluster slot. */
   prefix: string;
   /**
@@ -175,19 +213,23 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
 function redisOptions(env: Env): RedisOptions | undefined {
   const url = env.CMP_OFFLOAD_REDIS_URL;
   if (url === undefined || url === '') return undefined;
-  let parsed: URL | undefined;
-  try {
-    parsed = new URL(url);
-  } catch {
-    parsed = undefined;
-  }
-  // The URL may hold a password: never echo it.
-  if (!parsed || (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') || parsed.hostname === '') {
-    throw new OptionsError('invalid value for CMP_OFFLOAD_REDIS_URL: expected redis://[user:password@]host:port[/db] or rediss://...');
+  const target = redisTarget(url);
+  if (target.kind !== 'sentinel') {
+    for (const name of SENTINEL_SETTINGS) {
+      if (env[name]) throw new OptionsError(`${name} is set but CMP_OFFLOAD_REDIS_URL is not a redis+sentinel:// or rediss+sentinel:// URL`);
+    }
+  } else {
+    target.sentinelUsername = env.CMP_OFFLOAD_REDIS_SENTINEL_USERNAME || undefined;
+    target.sentinelPassword = sentinelPassword(env);
   }
   const prefix = env.CMP_OFFLOAD_QUEUE_PREFIX || '{cmp-offload}';
   if (!/^[\x21-\x7e]+$/.test(prefix) || prefix.includes(':')) {
     fail('CMP_OFFLOAD_QUEUE_PREFIX', prefix, 'printable ASCII without spaces or ":", such as {cmp-offload}');
+  }
+  // On a Cluster every multi-key command and script of ours and of BullMQ needs all its keys in
+  // one slot: only a hash tag in the prefix guarantees it (otherwise CROSSSLOT at the first job).
+  if (target.kind === 'cluster' && hashTag(prefix) === undefined) {
+    fail('CMP_OFFLOAD_QUEUE_PREFIX', prefix, 'a prefix with a Redis Cluster hash tag such as {cmp-offload} (a non-empty {…}) when CMP_OFFLOAD_REDIS_URL is a cluster URL');
   }
   const lockDurationMs = duration(env, 'CMP_OFFLOAD_LOCK_DURATION', 10_000);
   const stalledIntervalMs = duration(env, 'CMP_OFFLOAD_STALLED_INTERVAL', 5_000);
@@ -195,6 +237,8 @@ function redisOptions(env: Env): RedisOptions | undefined {
   if (stalledIntervalMs < 500) fail('CMP_OFFLOAD_STALLED_INTERVAL', String(env.CMP_OFFLOAD_STALLED_INTERVAL), 'a duration of at least 500ms');
   return {
     url,
+    redacted: redactRedisUrl(url),
+    target,
     prefix,
     signingKey: signingKey(env),
     blobTtlMs: positiveDuration(env, 'CMP_OFFLOAD_BLOB_TTL', 15 * 60_000),
@@ -206,6 +250,143 @@ function redisOptions(env: Env): RedisOptions | undefined {
     stalledIntervalMs,
     jobAttempts: integer(env, 'CMP_OFFLOAD_JOB_ATTEMPTS', 3, 1),
   };
+}
+
+/** The Sentinel-only settings (refused with any other URL form: they would be silently ignored). */
+const SENTINEL_SETTINGS = ['CMP_OFFLOAD_REDIS_SENTINEL_USERNAME', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE'] as const;
+
+const REDIS_URL_FORMS =
+  'redis://[user:password@]host:port[/db], redis+sentinel://[user:password@]host:port,host:port/<master name>[/db], redis+cluster://[user:password@]host:port,host:port (rediss… for TLS)';
+
+/** CMP_OFFLOAD_REDIS_URL's error: names the part that is wrong, never echoes the URL (it may hold a password). */
+function badRedisUrl(why: string): never {
+  throw new OptionsError(`invalid value for CMP_OFFLOAD_REDIS_URL: ${why}; expected ${REDIS_URL_FORMS}`);
+}
+
+/** Parse CMP_OFFLOAD_REDIS_URL into one of the three forms of `RedisTarget`. */
+export function redisTarget(url: string): RedisTarget {
+  const m = /^([a-z][a-z0-9+.-]*):\/\/(.*)$/is.exec(url);
+  if (!m) badRedisUrl('not a URL');
+  const scheme = m[1]!.toLowerCase();
+  if (scheme === 'redis' || scheme === 'rediss') {
+    if (/^[^/]*,/.test(m[2]!.slice(m[2]!.lastIndexOf('@') + 1))) badRedisUrl('several hosts need redis+sentinel:// or redis+cluster://');
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      return badRedisUrl('not a valid URL');
+    }
+    if (parsed.hostname === '') badRedisUrl('no host');
+    return { kind: 'standalone', url };
+  }
+  const kind = /^rediss?\+(sentinel|cluster)$/.exec(scheme)?.[1] as 'sentinel' | 'cluster' | undefined;
+  if (!kind) badRedisUrl(`unknown scheme ${JSON.stringify(scheme.slice(0, 32))}`);
+  const tls = scheme.startsWith('rediss');
+  let rest = m[2]!;
+  if (/[?#]/.test(rest)) badRedisUrl('query strings and fragments are not supported');
+  // The credentials end at the last "@" (a password may hold "/", a master name never holds "@").
+  const at = rest.lastIndexOf('@');
+  let username: string | undefined;
+  let password: string | undefined;
+  if (at >= 0) {
+    const userinfo = rest.slice(0, at);
+    rest = rest.slice(at + 1);
+    const colon = userinfo.indexOf(':');
+    try {
+      username = decodeURIComponent(colon < 0 ? userinfo : userinfo.slice(0, colon)) || undefined;
+      password = colon < 0 ? undefined : decodeURIComponent(userinfo.slice(colon + 1)) || undefined;
+    } catch {
+      badRedisUrl('bad percent-encoding in the credentials');
+    }
+  }
+  const slash = rest.indexOf('/');
+  const hostList = slash < 0 ? rest : rest.slice(0, slash);
+  const segments = slash < 0 ? [] : rest.slice(slash + 1).split('/');
+  const hosts = hostList.split(',').map(h => redisHost(h, kind === 'sentinel' ? 26379 : 6379));
+  if (kind === 'cluster') {
+    if (segments.length > 1 || (segments[0] !== undefined && segments[0] !== '' && segments[0] !== '0')) {
+      badRedisUrl('a cluster has only database 0 (no path after the nodes)');
+    }
+    return { kind, nodes: hosts, tls, username, password };
+  }
+  let masterName = '';
+  try {
+    masterName = decodeURIComponent(segments[0] ?? '');
+  } catch {
+    badRedisUrl('bad percent-encoding in the master name');
+  }
+  if (masterName === '') badRedisUrl('a sentinel URL needs the master name as its path (/mymaster)');
+  const dbText = segments[1];
+  if (segments.length > 2 || (dbText !== undefined && dbText !== '' && !/^\d{1,5}$/.test(dbText))) {
+    badRedisUrl('after the master name only a database number may follow (/mymaster/0)');
+  }
+  return {
+    kind,
+    sentinels: hosts,
+    masterName,
+    db: dbText ? Number(dbText) : 0,
+    tls,
+    username,
+    password,
+    sentinelUsername: undefined,
+    sentinelPassword: undefined,
+  };
+}
+
+/** `host`, `host:port`, `[v6]` or `[v6]:port`. */
+function redisHost(raw: string, defaultPort: number): RedisHost {
+  const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}))?$/.exec(raw);
+  if (!m) badRedisUrl(raw === '' ? 'an empty host in the host list' : 'a host in the list is not host[:port]');
+  const port = m[2] === undefined ? defaultPort : Number(m[2]);
+  if (port < 1 || port > 65535) badRedisUrl('a port out of range');
+  return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+/**
+ * Any form of CMP_OFFLOAD_REDIS_URL without its credentials (and with a marker instead of
+ * anything that does not parse), for logs and error texts.
+ */
+export function redactRedisUrl(url: string): string {
+  const m = /^([a-z][a-z0-9+.-]*):\/\/(.*)$/is.exec(url);
+  if (!m) return '<invalid URL>';
+  const rest = m[2]!;
+  const at = rest.lastIndexOf('@');
+  const hostAndPath = (at >= 0 ? rest.slice(at + 1) : rest).replace(/[?#].*$/s, '');
+  const scheme = m[1]!.toLowerCase();
+  if (scheme === 'redis' || scheme === 'rediss') {
+    try {
+      const u = new URL(url);
+      return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
+    } catch {
+      return '<invalid URL>';
+    }
+  }
+  return `${scheme}://${hostAndPath.replace(/\/$/, '')}`;
+}
+
+/**
+ * The Redis Cluster hash tag of a key prefix: the text between its first `{` and the first `}`
+ * after it, when not empty (Redis's rule); undefined when the prefix has none.
+ */
+export function hashTag(prefix: string): string | undefined {
+  const open = prefix.indexOf('{');
+  if (open < 0) return undefined;
+  const close = prefix.indexOf('}', open + 1);
+  return close > open + 1 ? prefix.slice(open + 1, close) : undefined;
+}
+
+/** CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD or the file CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE names (one of them); never echoed. */
+function sentinelPassword(env: Env): string | undefined {
+  const inline = env.CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD;
+  const file = env.CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE;
+  if (inline && file) throw new OptionsError('set only one of CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD and CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE');
+  if (inline) return inline;
+  if (!file) return undefined;
+  try {
+    return fs.readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+  } catch (err) {
+    throw new OptionsError(`cannot read CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE ${JSON.stringify(file)}: ${(err as Error).message}`);
+  }
 }
 
 /** Longest unix socket path Linux accepts (sun_path is 108 bytes with its NUL). */

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/redis-connection.js';
 import { metrics } from './metrics.js';
 
 /**
@@ -15,7 +15,7 @@ export function bullmqKey(prefix: string, queue: string, state: QueueState): str
 }
 
 /** The number of jobs per state, in one round trip. */
-export async function queueDepth(redis: Redis, prefix: string, queue: string): Promise<Record<QueueState, number>> {
+export async function queueDepth(redis: RedisClient, prefix: string, queue: string): Promise<Record<QueueState, number>> {
   const pipeline = redis.pipeline();
   const states = Object.keys(QUEUE_STATES) as QueueState[];
   for (const state of states) {
@@ -37,7 +37,7 @@ export async function queueDepth(redis: Redis, prefix: string, queue: string): P
  * Refresh the `cmp_offload_queue_jobs` gauge from Redis (called at scrape time). A Redis that
  * does not answer leaves the last values and reports through `cmp_offload_redis_connected`.
  */
-export async function refreshQueueGauge(redis: Redis, prefix: string, queue: string): Promise<void> {
+export async function refreshQueueGauge(redis: RedisClient, prefix: string, queue: string): Promise<void> {
   if (redis.status !== 'ready') return;
   try {
     const depth = await queueDepth(redis, prefix, queue);

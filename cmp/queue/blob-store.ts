@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.js';
 import { CmpError, OUR_ERRORS, ourError } from '../errors.js';
 import type { KeySpace } from './keys.js';
 
@@ -13,7 +13,7 @@ const CHUNK_BYTES = 1024 * 1024;
  * this upload alone, which is renamed into place at the end: concurrent uploads of the same
  * content never interleave, and a blob is never seen half-written. Returns whether it uploaded.
  */
-export async function storeBlob(redis: Redis, keys: KeySpace, sha256: string, tgzPath: string, ttlMs: number): Promise<boolean> {
+export async function storeBlob(redis: RedisClient, keys: KeySpace, sha256: string, tgzPath: string, ttlMs: number): Promise<boolean> {
   const key = keys.blob(sha256);
   if ((await redis.pexpire(key, ttlMs)) === 1) return false;
   const upload = keys.blobUpload(sha256, randomUUID());
@@ -47,7 +47,7 @@ export class BlobMissingError extends CmpError {
  * Copy a blob to `destPath` (mode 0600) in chunks, checking its size and sha256 against what
  * the signed job says: a tampered blob is refused, as the checksum check of ingest would.
  */
-export async function fetchBlob(redis: Redis, keys: KeySpace, sha256: string, size: number, destPath: string): Promise<void> {
+export async function fetchBlob(redis: RedisClient, keys: KeySpace, sha256: string, size: number, destPath: string): Promise<void> {
   const key = keys.blob(sha256);
   const actual = await redis.strlen(key);
   if (actual === 0 && !(await redis.exists(key))) throw new BlobMissingError(sha256);

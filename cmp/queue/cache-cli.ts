@@ -3,11 +3,12 @@ import { compileOptions } from '../config/options.js';
 import { messageOf } from '../errors.js';
 import { cacheStats, purgeCache } from './cache-admin.js';
 import { KeySpace } from './keys.js';
-import { connectRedis, redactedUrl, withTimeout } from './redis-connection.js';
+import { connectRedis, untilReady, withTimeout } from './redis-connection.js';
 
 export const CACHE_USAGE = `usage: cmp-offload cache stats
        cmp-offload cache purge (--app NAME | --plugin NAME | --app NAME --plugin NAME | --all)
-Uses CMP_OFFLOAD_REDIS_URL and CMP_OFFLOAD_QUEUE_PREFIX like the proxy and the worker.
+Uses CMP_OFFLOAD_REDIS_URL (one Redis, Sentinel or Cluster), CMP_OFFLOAD_REDIS_SENTINEL_* and
+CMP_OFFLOAD_QUEUE_PREFIX like the proxy and the worker.
 `;
 
 interface Io {
@@ -43,9 +44,9 @@ export async function runCacheCommand(argv: string[], io: Io): Promise<number> {
   const redis = connectRedis(ro, 'command');
   try {
     await withTimeout(
-      new Promise<void>(resolve => (redis.status === 'ready' ? resolve() : redis.once('ready', () => resolve()))),
+      untilReady(redis),
       Math.max(ro.timeoutMs, 5_000),
-      () => new Error(`Redis is unreachable at ${redactedUrl(ro.url)} (CMP_OFFLOAD_REDIS_URL)`),
+      () => new Error(`Redis is unreachable at ${ro.redacted} (CMP_OFFLOAD_REDIS_URL)`),
     );
     const keys = new KeySpace(ro.prefix);
     if (action === 'stats') {

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.js';
 import type { KeySpace } from './keys.js';
 import { sign, verify } from './signing.js';
 
@@ -26,7 +26,7 @@ function parts(m: CancelMessage, at: number): string[] {
  * affected: the proxy removes it from the queue, and a worker that picks it up anyway finds
  * nobody waiting and does not run it.
  */
-export async function publishCancel(redis: Redis, keys: KeySpace, signingKey: Buffer, msg: CancelMessage, now = Date.now()): Promise<void> {
+export async function publishCancel(redis: RedisClient, keys: KeySpace, signingKey: Buffer, msg: CancelMessage, now = Date.now()): Promise<void> {
   const sig = sign(signingKey, DOMAIN, parts(msg, now)).toString('hex');
   await redis.publish(keys.cancelChannel(), JSON.stringify({ ...msg, at: now, sig }));
 }

@@ -1,6 +1,14 @@
-import { Redis, type RedisOptions as IORedisOptions } from 'ioredis';
-import type { RedisOptions } from '../config/options.js';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions as IORedisOptions } from 'ioredis';
+import { redactRedisUrl, type RedisOptions } from '../config/options.js';
 import { CmpError, messageOf, ourError } from '../errors.js';
+
+/**
+ * A connection of ours: one Redis (standalone or the master of a Sentinel group, which ioredis
+ * finds through the sentinels and follows across failovers) or a Redis Cluster. Both have the
+ * same commands, `status` ('ready' when usable) and events, and BullMQ takes either; every key
+ * we use carries the prefix's hash tag, so each command and script stays in one slot.
+ */
+export type RedisClient = Redis | Cluster;
 
 /**
  * What a connection is for:
@@ -12,41 +20,99 @@ import { CmpError, messageOf, ourError } from '../errors.js';
  */
 export type ConnectionRole = 'command' | 'blocking';
 
-/** ioredis options for a role; `rediss://` URLs get TLS and URL credentials get AUTH from ioredis itself. */
-export function connectionOptions(opts: RedisOptions, role: ConnectionRole): IORedisOptions {
+const retryStrategy = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2_000);
+
+/** The per-connection options of a role (for a Cluster: those of each node connection). */
+function roleOptions(opts: RedisOptions, role: ConnectionRole): IORedisOptions {
   const common: IORedisOptions = {
     connectionName: 'cmp-offload',
-    retryStrategy: times => Math.min(50 * 2 ** Math.min(times, 6), 2_000),
     connectTimeout: Math.max(opts.timeoutMs, 1_000),
-    lazyConnect: false,
   };
-  if (role === 'command') {
-    return { ...common, enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: opts.timeoutMs };
-  }
+  if (role === 'command') return { ...common, maxRetriesPerRequest: 0, commandTimeout: opts.timeoutMs };
   return { ...common, maxRetriesPerRequest: null };
 }
 
+/**
+ * ioredis options for a role and a standalone or Sentinel target; `rediss://` URLs get TLS and
+ * URL credentials get AUTH from ioredis itself.
+ */
+export function connectionOptions(opts: RedisOptions, role: ConnectionRole): IORedisOptions {
+  const common: IORedisOptions = {
+    ...roleOptions(opts, role),
+    retryStrategy,
+    lazyConnect: false,
+    ...(role === 'command' ? { enableOfflineQueue: false } : {}),
+  };
+  const t = opts.target;
+  if (t.kind !== 'sentinel') return common;
+  return {
+    ...common,
+    sentinels: t.sentinels.map(({ host, port }) => ({ host, port })),
+    name: t.masterName,
+    db: t.db,
+    ...(t.username !== undefined ? { username: t.username } : {}),
+    ...(t.password !== undefined ? { password: t.password } : {}),
+    ...(t.sentinelUsername !== undefined ? { sentinelUsername: t.sentinelUsername } : {}),
+    ...(t.sentinelPassword !== undefined ? { sentinelPassword: t.sentinelPassword } : {}),
+    ...(t.tls ? { tls: {}, enableTLSForSentinelMode: true, sentinelTLS: {} } : {}),
+    // Asking the sentinels again, for ever: a failover or a restart of every sentinel is waited out.
+    sentinelRetryStrategy: retryStrategy,
+    sentinelCommandTimeout: Math.max(opts.timeoutMs, 1_000),
+    // React to +switch-master at once instead of at the next failed command.
+    failoverDetector: true,
+    // A demoted master answers writes with READONLY until it drops us: reconnect, which asks the
+    // sentinels for the new master (the command itself fails, or is retried on blocking connections).
+    reconnectOnError: err => (err.message.startsWith('READONLY') ? (role === 'blocking' ? 2 : 1) : false),
+  };
+}
+
+/** ioredis Cluster options for a role: the role's node options, with the URL's credentials and TLS. */
+export function clusterOptions(opts: RedisOptions, role: ConnectionRole): ClusterOptions {
+  const t = opts.target;
+  if (t.kind !== 'cluster') throw new Error('not a cluster target');
+  return {
+    clusterRetryStrategy: retryStrategy,
+    enableOfflineQueue: role !== 'command',
+    enableReadyCheck: true,
+    lazyConnect: false,
+    slotsRefreshTimeout: Math.max(opts.timeoutMs, 1_000),
+    // With TLS, connect to the node names as given (no resolving to IPs first): the certificates
+    // of managed clusters (ElastiCache, Memorystore) name hosts, not addresses.
+    ...(t.tls ? { dnsLookup: (address: string, callback: (err: Error | null, address: string) => void) => callback(null, address) } : {}),
+    redisOptions: {
+      ...roleOptions(opts, role),
+      ...(t.username !== undefined ? { username: t.username } : {}),
+      ...(t.password !== undefined ? { password: t.password } : {}),
+      ...(t.tls ? { tls: {} } : {}),
+    },
+  };
+}
+
 /** Open a connection for a role; errors are reported through `onError` instead of crashing. */
-export function connectRedis(opts: RedisOptions, role: ConnectionRole, onError: (err: Error) => void = () => {}): Redis {
-  const client = new Redis(opts.url, connectionOptions(opts, role));
+export function connectRedis(opts: RedisOptions, role: ConnectionRole, onError: (err: Error) => void = () => {}): RedisClient {
+  const t = opts.target;
+  let client: RedisClient;
+  if (t.kind === 'cluster') client = new Cluster(t.nodes.map(({ host, port }) => ({ host, port })), clusterOptions(opts, role));
+  else if (t.kind === 'sentinel') client = new Redis(connectionOptions(opts, role));
+  else client = new Redis(t.url, connectionOptions(opts, role));
   client.on('error', onError);
   return client;
 }
 
-/** The Redis URL without credentials, for messages and logs. */
+/** Resolve once `client` is ready (now or later). */
+export function untilReady(client: RedisClient): Promise<void> {
+  return new Promise(resolve => (client.status === 'ready' ? resolve() : client.once('ready', () => resolve())));
+}
+
+/** Any form of Redis URL without credentials, for messages and logs. */
 export function redactedUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
-  } catch {
-    return '<invalid URL>';
-  }
+  return redactRedisUrl(url);
 }
 
 /** The error a caller sees when Redis cannot serve a request: UNAVAILABLE, naming Redis. */
 export function redisUnavailable(opts: RedisOptions, cause: unknown): CmpError {
   if (cause instanceof CmpError) return cause;
-  return ourError('redisUnreachable', redactedUrl(opts.url), messageOf(cause));
+  return ourError('redisUnreachable', opts.redacted, messageOf(cause));
 }
 
 /** Fail with `onTimeout()` if `promise` has not settled within `ms`. */

@@ -1,6 +1,6 @@
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.js';
 import type { PluginResult } from '../plugin/request.js';
 import { sign, verify } from './signing.js';
 
@@ -52,14 +52,14 @@ export async function decodeResult(signingKey: Buffer, redisKey: string, binding
 }
 
 /** Write a result under `redisKey` with a TTL. */
-export async function writeResult(redis: Redis, signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult, ttlMs: number): Promise<void> {
+export async function writeResult(redis: RedisClient, signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult, ttlMs: number): Promise<void> {
   await redis.set(redisKey, await encodeResult(signingKey, redisKey, binding, result), 'PX', ttlMs);
 }
 
 export type ReadOutcome = { found: PluginResult } | { missing: true } | { invalid: true };
 
 /** Read and verify the result under `redisKey`. */
-export async function readResult(redis: Redis, signingKey: Buffer, redisKey: string, binding: string): Promise<ReadOutcome> {
+export async function readResult(redis: RedisClient, signingKey: Buffer, redisKey: string, binding: string): Promise<ReadOutcome> {
   const stored = await redis.getBuffer(redisKey);
   if (stored === null) return { missing: true };
   const found = await decodeResult(signingKey, redisKey, binding, stored);

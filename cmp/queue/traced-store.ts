@@ -1,6 +1,6 @@
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.js';
 import { MAX_SHAPES_PER_KEY } from '../cache/shape-store.js';
 import type { Shape } from '../cache/read-set.js';
 import type { RecordedReads } from '../trace/read-recorder.js';
@@ -37,12 +37,12 @@ async function unseal(signingKey: Buffer, parts: string[], stored: Buffer): Prom
 }
 
 /** The worker: what a job's run read, next to its whole-tree cache entry. */
-export async function writeReads(redis: Redis, signingKey: Buffer, redisKey: string, reads: RecordedReads, ttlMs: number): Promise<void> {
+export async function writeReads(redis: RedisClient, signingKey: Buffer, redisKey: string, reads: RecordedReads, ttlMs: number): Promise<void> {
   await redis.set(redisKey, await seal(signingKey, [READS_DOMAIN, redisKey], reads), 'PX', ttlMs);
 }
 
 /** The proxy: the read record of a finished job; undefined when missing, expired or not verifying. */
-export async function readReads(redis: Redis, signingKey: Buffer, redisKey: string): Promise<RecordedReads | undefined> {
+export async function readReads(redis: RedisClient, signingKey: Buffer, redisKey: string): Promise<RecordedReads | undefined> {
   const stored = await redis.getBuffer(redisKey);
   if (stored === null) return undefined;
   const v = (await unseal(signingKey, [READS_DOMAIN, redisKey], stored)) as RecordedReads | undefined;
@@ -53,7 +53,7 @@ export async function readReads(redis: Redis, signingKey: Buffer, redisKey: stri
 }
 
 /** The shapes recorded for a request family (a hash: shape id → signed shape), most recent first. */
-export async function readShapes(redis: Redis, signingKey: Buffer, redisKey: string): Promise<Shape[]> {
+export async function readShapes(redis: RedisClient, signingKey: Buffer, redisKey: string): Promise<Shape[]> {
   const fields = await redis.hgetallBuffer(redisKey);
   const found: Array<{ at: number; shape: Shape }> = [];
   for (const [id, stored] of Object.entries(fields).slice(0, MAX_SHAPES_PER_KEY * 2)) {
@@ -66,7 +66,7 @@ export async function readShapes(redis: Redis, signingKey: Buffer, redisKey: str
 }
 
 /** Remember a shape for a request family; beyond MAX_SHAPES_PER_KEY the oldest go. Every write renews the TTL. */
-export async function addShape(redis: Redis, signingKey: Buffer, redisKey: string, id: string, shape: Shape, ttlMs: number): Promise<void> {
+export async function addShape(redis: RedisClient, signingKey: Buffer, redisKey: string, id: string, shape: Shape, ttlMs: number): Promise<void> {
   const at = Date.now();
   await redis.multi().hset(redisKey, id, await seal(signingKey, [SHAPE_DOMAIN, redisKey, id], { at, shape })).pexpire(redisKey, ttlMs).exec();
   if ((await redis.hlen(redisKey)) <= MAX_SHAPES_PER_KEY) return;

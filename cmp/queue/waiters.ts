@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection.js';
 
 /**
  * Callers waiting for one request, counted in Redis so that every proxy sees them: the last
@@ -14,16 +14,16 @@ if n <= 0 then redis.call('DEL', KEYS[1]) end
 return n`;
 
 /** Count one more waiter; returns the new count. */
-export async function joinWaiters(redis: Redis, key: string, ttlMs: number): Promise<number> {
+export async function joinWaiters(redis: RedisClient, key: string, ttlMs: number): Promise<number> {
   return Number(await redis.eval(JOIN, 1, key, String(Math.max(1, Math.ceil(ttlMs)))));
 }
 
 /** Count one waiter less; returns how many still wait. */
-export async function leaveWaiters(redis: Redis, key: string): Promise<number> {
+export async function leaveWaiters(redis: RedisClient, key: string): Promise<number> {
   return Number(await redis.eval(LEAVE, 1, key));
 }
 
 /** How many wait now (0 when the key is gone). */
-export async function countWaiters(redis: Redis, key: string): Promise<number> {
+export async function countWaiters(redis: RedisClient, key: string): Promise<number> {
   return Number((await redis.get(key)) ?? 0);
 }

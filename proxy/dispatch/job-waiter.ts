@@ -1,5 +1,5 @@
 import type { Job, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../cmp/queue/redis-connection.js';
 
 /** How a job ended, as far as a waiting proxy is concerned. */
 export type JobEnd =
@@ -31,7 +31,7 @@ export class JobWaiter {
   constructor(
     private readonly getJob: (jobId: string) => Promise<Job | undefined>,
     events: QueueEvents,
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
   ) {
     events.on('completed', ({ jobId, returnvalue }) => this.fire(jobId, { state: 'completed', returnvalue }));
     events.on('failed', ({ jobId, failedReason }) => this.fire(jobId, { state: 'failed', reason: failedReason }));

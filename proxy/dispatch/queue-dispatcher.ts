@@ -1,6 +1,5 @@
 import { status as Status } from '@grpc/grpc-js';
 import { Queue, QueueEvents, type JobsOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { RedisOptions } from '../../cmp/config/options.js';
 import type { Ctx } from '../../cmp/context.js';
 import { CmpError, wrap, ourError } from '../../cmp/errors.js';
@@ -13,7 +12,7 @@ import { storeBlob } from '../../cmp/queue/blob-store.js';
 import { publishCancel } from '../../cmp/queue/cancel.js';
 import { decodeFailure, newResultId, REJECTED, requestDigest, signJob } from '../../cmp/queue/job-contract.js';
 import { appNameOf, escapeKeyPart, KeySpace } from '../../cmp/queue/keys.js';
-import { connectRedis, redisUnavailable, withTimeout } from '../../cmp/queue/redis-connection.js';
+import { connectRedis, redisUnavailable, untilReady, withTimeout, type RedisClient } from '../../cmp/queue/redis-connection.js';
 import { readResult, writeResult } from '../../cmp/queue/result-store.js';
 import { addShape, readReads, readShapes } from '../../cmp/queue/traced-store.js';
 import { shapeId } from '../../cmp/cache/read-set.js';
@@ -63,8 +62,8 @@ export class QueueDispatcher implements Dispatcher {
   private readonly ro: RedisOptions;
   private readonly signingKey: Buffer;
   private readonly keys: KeySpace;
-  private readonly redis: Redis;
-  private readonly eventsConnection: Redis;
+  private readonly redis: RedisClient;
+  private readonly eventsConnection: RedisClient;
   private queue: Promise<Queue> | undefined;
   private readonly events: QueueEvents;
   private readonly waiter: JobWaiter;
@@ -114,13 +113,13 @@ export class QueueDispatcher implements Dispatcher {
    * the proxy serves anyway and answers UNAVAILABLE until it is.
    */
   async waitReady(ms: number): Promise<boolean> {
-    const redisReady = new Promise<void>(resolve => (this.redis.status === 'ready' ? resolve() : this.redis.once('ready', () => resolve())));
+    const redisReady = untilReady(this.redis);
     const ready = Promise.all([redisReady, this.events.waitUntilReady()]).then(() => true);
     return withTimeout(ready, ms, () => new Error('timeout')).catch(() => false);
   }
 
   /** The fail-fast command connection: readiness and the queue-depth gauge read it. */
-  get commandConnection(): Redis {
+  get commandConnection(): RedisClient {
     return this.redis;
   }
 

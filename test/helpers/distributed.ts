@@ -23,6 +23,11 @@ export interface DistributedOptions {
   redisPassword?: string;
   /** Extra files for the config dirs. */
   files?: Record<string, string>;
+  /**
+   * Use this Redis (a Sentinel or Cluster URL of a topology the test owns and stops) instead of
+   * starting one; `redis` is then a stand-in whose `stop()` does nothing.
+   */
+  redisUrl?: string;
 }
 
 export interface Distributed {
@@ -46,7 +51,7 @@ export interface Distributed {
  * are short so that crash recovery fits a test. Everything is torn down by `stop()`.
  */
 export async function startDistributed(opts: DistributedOptions): Promise<Distributed> {
-  const redis = await startRedis(opts.redisPassword ? ['--requirepass', opts.redisPassword] : []);
+  const redis: RedisServer = opts.redisUrl ? externalRedis(opts.redisUrl) : await startRedis(opts.redisPassword ? ['--requirepass', opts.redisPassword] : []);
   const env: Record<string, string> = {
     CMP_OFFLOAD_REDIS_URL: opts.redisPassword ? redis.url.replace('redis://', `redis://:${opts.redisPassword}@`) : redis.url,
     CMP_OFFLOAD_SIGNING_KEY: TEST_SIGNING_KEY,
@@ -89,4 +94,12 @@ export async function startDistributed(opts: DistributedOptions): Promise<Distri
     await stop();
     throw err;
   }
+}
+
+/** A Redis the test owns: nothing to stop, and no pause/restart from here. */
+function externalRedis(url: string): RedisServer {
+  const notHere = async () => {
+    throw new Error('pause/restart a topology through its own helper');
+  };
+  return { port: 0, url, stop: async () => {}, pause: notHere, restart: notHere };
 }

@@ -15,7 +15,7 @@ import { BIN } from './paths.js';
 export const RUNNER_UID = process.getuid?.() === 0 ? 65534 : undefined;
 
 /** The settings a runner refuses to hold (worker/runner/main.ts). */
-const CREDENTIALS = ['CMP_OFFLOAD_REDIS_URL', 'CMP_OFFLOAD_SIGNING_KEY', 'CMP_OFFLOAD_SIGNING_KEY_FILE'];
+const CREDENTIALS = ['CMP_OFFLOAD_REDIS_URL', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE', 'CMP_OFFLOAD_SIGNING_KEY', 'CMP_OFFLOAD_SIGNING_KEY_FILE'];
 
 /** A test's env as a runner gets it: without the credentials. */
 export function runnerEnv(env: Record<string, string | undefined>): Record<string, string> {

@@ -29,7 +29,7 @@ const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 before(async () => {
   server = await startRedis();
   ro = compileOptions({ CMP_OFFLOAD_REDIS_URL: server.url, CMP_OFFLOAD_SIGNING_KEY: KEY.toString() }).redis!;
-  redis = connectRedis(ro, 'command');
+  redis = connectRedis(ro, 'command') as Redis;
   await new Promise(resolve => redis.once('ready', resolve));
 });
 

@@ -12,7 +12,13 @@ import { serveRunner } from './serve.js';
  * code with its own uid: any of them in its env (or readable by it) would hand that code the
  * power to forge cache entries for every Application (architecture §6).
  */
-export const CREDENTIAL_SETTINGS = ['CMP_OFFLOAD_REDIS_URL', 'CMP_OFFLOAD_SIGNING_KEY', 'CMP_OFFLOAD_SIGNING_KEY_FILE'] as const;
+export const CREDENTIAL_SETTINGS = [
+  'CMP_OFFLOAD_REDIS_URL',
+  'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD',
+  'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE',
+  'CMP_OFFLOAD_SIGNING_KEY',
+  'CMP_OFFLOAD_SIGNING_KEY_FILE',
+] as const;
 
 /**
  * `cmp-offload runner`: runs a worker's plugin commands in a container that holds no

@@ -16,7 +16,7 @@ import { parsePluginConfig, socketFileName } from '../../../cmp/config/plugin-co
 import { bullmqKey } from '../../../cmp/observe/queue-depth.js';
 import { queueNameOf } from '../../../cmp/queue/keys.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
-import { allDocs, argoRepoServer, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
+import { allDocs, argoRepoServer, docsOf, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
 
 const MODELS: Record<string, new (o: any) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
@@ -27,7 +27,12 @@ const MODELS: Record<string, new (o: any) => { validate(): void }> = {
   'keda.sh/v1alpha1/ScaledObject': ScaledObject,
   'keda.sh/v1alpha1/TriggerAuthentication': TriggerAuthentication,
 };
-const PATCHES = new Set(['components/repo-server-sidecar/repo-server-patch.yaml', 'overlays/scale-to-zero/scaledobject-patch.yaml']);
+const PATCHES = new Set([
+  'components/repo-server-sidecar/repo-server-patch.yaml',
+  'overlays/scale-to-zero/scaledobject-patch.yaml',
+  ...['deployment', 'service', 'configmap', 'networkpolicy'].map(k => `components/external-redis/delete-redis-${k}.yaml`),
+  ...['redis-sentinel', 'redis-cluster'].flatMap(o => [`overlays/${o}/scaledobject-patch.yaml`, `overlays/${o}/worker-egress-patch.yaml`]),
+]);
 const OUR_IMAGES = { proxy: 'ghcr.io/cmp-offload/cmp-offload-proxy', worker: 'ghcr.io/cmp-offload/cmp-offload-worker' };
 const OTHER_IMAGES = new Set(['redis:7.2']);
 
@@ -276,6 +281,79 @@ test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritize
   assert.equal(one('base/redis-service.yaml', 'Service').metadata.name, 'cmp-offload-redis');
 });
 
+/**
+ * An overlay's patch onto a base object as kustomize applies it to these kinds: KEDA's CRDs
+ * and NetworkPolicy lists have no merge key, so a patched list replaces the base's.
+ */
+function replaceLists(base: Obj, patch: Obj): Obj {
+  const out: Obj = { ...base };
+  for (const [k, v] of Object.entries(patch)) {
+    const b = base[k];
+    out[k] = v && typeof v === 'object' && !Array.isArray(v) && b && typeof b === 'object' && !Array.isArray(b) ? replaceLists(b, v) : v;
+  }
+  return out;
+}
+
+const HA_OVERLAYS = { 'redis-sentinel': 'redis-sentinel', 'redis-cluster': 'redis-cluster' } as const;
+
+test('the Sentinel and Cluster overlays scale on the same BullMQ keys with KEDA\'s redis-sentinel / redis-cluster scalers', () => {
+  const base = one('base/worker-scaledobject.yaml', 'ScaledObject');
+  const queue = queueNameOf(socketFileName(pluginConfig()));
+  const auth = one('base/redis-triggerauthentication.yaml', 'TriggerAuthentication').metadata.name;
+  for (const [overlay, type] of Object.entries(HA_OVERLAYS)) {
+    const so = replaceLists(base, one(`overlays/${overlay}/scaledobject-patch.yaml`, 'ScaledObject'));
+    assert.doesNotThrow(() => validate(so), overlay);
+    assert.deepEqual(so.spec.advanced, base.spec.advanced, `${overlay}: same formula and target`);
+    assert.deepEqual(so.spec.triggers.map((t: Obj) => t.name), ['wait', 'prioritized', 'active'], overlay);
+    const addresses = new Set<string>();
+    for (const t of so.spec.triggers) {
+      assert.equal(t.type, type, `${overlay} ${t.name}`);
+      assert.equal(t.authenticationRef.name, auth);
+      assert.equal(t.metadata.address, undefined, `${overlay}: a leftover single-Redis address`);
+      addresses.add(t.metadata.addresses);
+      // The URL form of proxy, worker and CLI, with the same hosts, names the same keys.
+      const url = type === 'redis-sentinel' ? `redis+sentinel://${t.metadata.addresses}/${t.metadata.sentinelMaster}` : `redis+cluster://${t.metadata.addresses}`;
+      const ro = compileOptions({ CMP_OFFLOAD_REDIS_URL: url }).redis!;
+      assert.equal(ro.target.kind, type === 'redis-sentinel' ? 'sentinel' : 'cluster');
+      assert.equal(t.metadata.listName, bullmqKey(ro.prefix, queue, t.name), `${overlay} ${t.name}`);
+    }
+    assert.equal(addresses.size, 1, `${overlay}: every trigger reads the same Redis`);
+    // The overlays' comments give the Secret's URL with the same hosts as KEDA's addresses.
+    const comment = fs.readFileSync(path.join(KUSTOMIZE, `overlays/${overlay}/kustomization.yaml`), 'utf8');
+    const url = /^#\s+url: (\S+)/m.exec(comment)?.[1];
+    assert.ok(url, `${overlay}: no url in the kustomization's comment`);
+    const target = compileOptions({ CMP_OFFLOAD_REDIS_URL: url.replace(/<[^>]+>/g, 'x').replace('[x:]', '') }).redis!.target;
+    const hosts = (target.kind === 'sentinel' ? target.sentinels : target.kind === 'cluster' ? target.nodes : []).map(h => `${h.host}:${h.port}`);
+    const keda = [...addresses][0]!;
+    if (type === 'redis-cluster') assert.ok(hosts.every(h => keda.split(',').includes(h)), `${overlay}: ${hosts}`);
+    else assert.equal(hosts.join(','), keda, overlay);
+  }
+});
+
+test('the Sentinel and Cluster overlays remove the bundled Redis and let workers reach only the external one and DNS', () => {
+  const component = kustomizationFiles(path.join(KUSTOMIZE, 'components/external-redis'));
+  const deleted = component.patches.map(p => docsOf(`components/external-redis/${p}`)[0]!);
+  assert.deepEqual(deleted.map(d => [d.kind, d.metadata.name, d.$patch]).sort(), [
+    ['ConfigMap', 'cmp-offload-redis', 'delete'],
+    ['Deployment', 'cmp-offload-redis', 'delete'],
+    ['NetworkPolicy', 'cmp-offload-redis', 'delete'],
+    ['Service', 'cmp-offload-redis', 'delete'],
+  ]);
+  const base = one('base/worker-networkpolicy.yaml', 'NetworkPolicy');
+  const dns = base.spec.egress[1];
+  for (const overlay of Object.keys(HA_OVERLAYS)) {
+    assert.deepEqual(kustomizationFiles(path.join(KUSTOMIZE, `overlays/${overlay}`)).components, ['../../components/external-redis']);
+    const np = replaceLists(base, one(`overlays/${overlay}/worker-egress-patch.yaml`, 'NetworkPolicy'));
+    assert.doesNotThrow(() => validate(np), overlay);
+    assert.deepEqual(np.spec.ingress, base.spec.ingress, `${overlay}: ingress unchanged`);
+    assert.equal(np.spec.egress.length, 2, overlay);
+    assert.deepEqual(np.spec.egress[1], dns, `${overlay}: DNS as in the base`);
+    const ports = np.spec.egress[0].ports.map((p: Obj) => p.port as number).sort((a: number, b: number) => a - b);
+    assert.deepEqual(ports, overlay === 'redis-sentinel' ? [6379, 26379] : [6379], overlay);
+    assert.notDeepEqual(np.spec.egress[0].to, base.spec.egress[0].to, `${overlay}: still points at the bundled Redis`);
+  }
+});
+
 test('Redis runs noeviction and requires a password; its policy lets only workers, repo-server and KEDA reach it', () => {
   assert.match(one('base/redis-configmap.yaml', 'ConfigMap').data['redis.conf'], /^maxmemory-policy noeviction$/m);
   const redisNp = one('base/redis-networkpolicy.yaml', 'NetworkPolicy');
@@ -408,6 +486,20 @@ test('kubectl kustomize renders the base, the scale-to-zero overlay and the side
     assert.equal(out.filter(o => o.kind === 'ServiceMonitor').length, 2);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+test('kubectl kustomize renders the Sentinel and Cluster overlays (when kubectl is present)', { skip: !kubectl && 'kubectl not installed' }, () => {
+  for (const [overlay, type] of Object.entries(HA_OVERLAYS)) {
+    const out = loadAll(execFileSync('kubectl', ['kustomize', path.join(KUSTOMIZE, `overlays/${overlay}`)], { encoding: 'utf8' })) as Obj[];
+    assert.deepEqual(out.filter(o => o.metadata.name === 'cmp-offload-redis').map(o => o.kind), ['TriggerAuthentication'], `${overlay}: only KEDA's credentials are left of the bundled Redis`);
+    const so = out.find(o => o.kind === 'ScaledObject')!;
+    validate(so);
+    assert.deepEqual(so.spec.triggers.map((t: Obj) => t.type), [type, type, type]);
+    assert.ok(so.spec.triggers.every((t: Obj) => t.metadata.address === undefined && t.metadata.addresses), overlay);
+    const np = out.find(o => o.kind === 'NetworkPolicy' && o.metadata.name === 'cmp-offload-worker')!;
+    assert.equal(np.spec.egress.length, 2);
+    assert.ok(out.some(o => o.kind === 'Deployment' && o.metadata.name === 'cmp-offload-worker'));
   }
 });
 
