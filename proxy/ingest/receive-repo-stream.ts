@@ -11,7 +11,7 @@ export interface RepoStream {
   on(event: 'data', listener: (msg: AppStreamRequest) => void): unknown;
   on(event: 'end', listener: () => void): unknown;
   on(event: 'error', listener: (err: Error) => void): unknown;
-  removeAllListeners(): unknown;
+  off(event: string, listener: (...args: any[]) => void): unknown;
   pause(): unknown;
   resume(): unknown;
 }
@@ -63,7 +63,11 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
     const finish = (err: CmpError | undefined, value?: IngestedRepo) => {
       if (settled) return;
       settled = true;
-      stream.removeAllListeners();
+      // Only ingest's own listeners: the RPC's 'cancelled' listener must outlive ingest, or a
+      // caller's cancel after the upload would no longer stop the run.
+      stream.off('data', onData);
+      stream.off('end', onEnd);
+      stream.off('error', onError);
       opts.ctx.signal.removeEventListener('abort', onAbort);
       // Keep an 'error' listener: a late stream error must not crash the process.
       stream.on('error', () => {});
@@ -108,7 +112,7 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
     };
     opts.ctx.signal.addEventListener('abort', onAbort, { once: true });
 
-    stream.on('data', (msg: AppStreamRequest) => {
+    const onData = (msg: AppStreamRequest) => {
       if (failure) {
         received += msg.file?.chunk.length ?? 0;
         if (received > opts.maxTarballBytes) finish(failure);
@@ -136,11 +140,11 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       batch.push(chunk);
       batchBytes += chunk.length;
       if (batchBytes >= SPOOL_BATCH_BYTES) flush();
-    });
+    };
 
-    stream.on('error', err => fail(new CmpError(`error receiving tgz file: stream Recv error: ${messageOf(err)}`), true));
+    const onError = (err: Error) => fail(new CmpError(`error receiving tgz file: stream Recv error: ${messageOf(err)}`), true);
 
-    stream.on('end', () => {
+    const onEnd = () => {
       if (failure) return finish(failure);
       if (!metadata) return finish(new CmpError('error receiving stream header: EOF'));
       flush();
@@ -163,6 +167,10 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
           },
         );
       });
-    });
+    };
+
+    stream.on('data', onData);
+    stream.on('error', onError);
+    stream.on('end', onEnd);
   });
 }

@@ -2,12 +2,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { status as Status } from '@grpc/grpc-js';
+import { status as Status, type ServiceError } from '@grpc/grpc-js';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { decodeFailure, type JobFailure } from '../../cmp/queue/job-contract.js';
 import { TEST_SIGNING_KEY } from '../helpers/distributed.js';
-import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
+import { chunksOf, fileMessage, metadataMessage, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { assertServerAnswer, GRPC_JS_DEADLINE_TEXT, wireGenerate, type WireOutcome } from '../helpers/raw-grpc.js';
 import { tarballOf } from '../helpers/repo.js';
 import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
@@ -178,6 +178,35 @@ for (const mode of MODES) {
       }
       await assertTreeDied(marker, 8);
       await eventually(() => leftovers(server).length === 0, 5_000, 'work dirs to be removed');
+    });
+
+    test('a caller that cancels after its upload stops the run: the process group is killed long before it would end', async () => {
+      const marker = path.join(markerDir, `cancel-${mode}`);
+      const tgz = await tarballOf({ 'f.txt': 'x' });
+      const raw = openCmpClient(server.socketPath);
+      try {
+        let ended: ServiceError | null | undefined;
+        const stream = raw.raw.generateManifest(err => (ended = err));
+        stream.on('error', () => {});
+        const req = request(tgz, marker, undefined, 25);
+        stream.write(metadataMessage(req.metadata));
+        for (const chunk of req.chunks) stream.write(fileMessage(chunk));
+        stream.end();
+        // The run has started (the upload is complete); only now does the caller give up.
+        await eventually(() => fs.existsSync(`${marker}.pid`), 15_000, 'the plugin run to start');
+        const pgid = Number(fs.readFileSync(`${marker}.pid`, 'utf8'));
+        const cancelledAt = Date.now();
+        stream.cancel();
+        await eventually(() => ended !== undefined, 5_000, 'the call to end');
+        assert.equal(ended?.code, Status.CANCELLED);
+        // Without the cancel the group lives 30 s (and its grandchild 25 s): dying within 10 s is the server's doing.
+        await eventually(() => !groupAlive(pgid), 10_000, `process group ${pgid} to be killed after the cancel`);
+        assert.ok(fs.existsSync(`${marker}.term`), 'the grandchild got no SIGTERM');
+        assert.ok(Number(fs.readFileSync(`${marker}.term`, 'utf8')) >= cancelledAt - 50, 'SIGTERM came before the cancel');
+        await eventually(() => leftovers(server).length === 0, 5_000, 'work dirs to be removed');
+      } finally {
+        raw.close();
+      }
     });
 
     test('a caller whose deadline passes while the command\'s children still hold its output gets DEADLINE_EXCEEDED at the deadline; the group is SIGKILLed 5 s later', async () => {

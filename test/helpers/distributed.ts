@@ -96,10 +96,10 @@ export async function startDistributed(opts: DistributedOptions): Promise<Distri
   }
 }
 
-/** A Redis the test owns: nothing to stop, and no pause/restart from here. */
+/** A Redis the test owns: nothing to stop, and no pause/restart/signal from here. */
 function externalRedis(url: string): RedisServer {
-  const notHere = async () => {
-    throw new Error('pause/restart a topology through its own helper');
+  const notHere = () => {
+    throw new Error('pause/restart/signal a topology through its own helper');
   };
-  return { port: 0, url, stop: async () => {}, pause: notHere, restart: notHere };
+  return { port: 0, url, stop: async () => {}, pause: async () => notHere(), restart: async () => notHere(), signal: notHere };
 }
