@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { queueDepth } from '../../cmp/observe/queue-depth.js';
-import { startDistributed, type Distributed } from '../helpers/distributed.js';
+import { startDistributed, TEST_SIGNING_KEY, type Distributed } from '../helpers/distributed.js';
 import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
 import { freePort, startRedis } from '../helpers/redis-server.js';
@@ -334,4 +334,22 @@ test('the dashboard token can come from CMP_OFFLOAD_DASHBOARD_TOKEN_FILE: /queue
     await d.stop();
     fs.rmSync(secrets, { recursive: true, force: true });
   }
+});
+
+test('a distributed proxy whose Redis is unreachable still stops on SIGTERM with exit 0', async () => {
+  const p = await startProxy({
+    pluginYaml: OPS_PLUGIN,
+    socketName: 'ops.sock',
+    env: {
+      CMP_OFFLOAD_REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+      CMP_OFFLOAD_SIGNING_KEY: TEST_SIGNING_KEY,
+      CMP_OFFLOAD_REDIS_TIMEOUT: '500ms',
+      CMP_OFFLOAD_HTTP_ADDR: 'off',
+      ARGOCD_CMP_SERVER_LOGLEVEL: 'info',
+    },
+  });
+  // `serving` comes after the warning that Redis is away, and is logged as the SIGTERM handler is installed.
+  await until(() => p.stderr().includes('Redis is not reachable yet') && p.stderr().includes('"msg":"serving"'), 10_000, 'the proxy to serve without Redis');
+  // stop() SIGKILLs after 20 s, which shows as a null exit code.
+  assert.equal(await p.stop(20_000), 0, p.stderr());
 });
