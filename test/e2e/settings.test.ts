@@ -229,8 +229,8 @@ describe('log format and level: --logformat/--loglevel and ARGOCD_CMP_SERVER_LOG
   /**
    * A distributed-mode proxy whose Redis is not there: `redis connection error` (debug) from the
    * first connection attempt on, then `Redis is not reachable yet…` (warn) after
-   * CMP_OFFLOAD_REDIS_TIMEOUT, then `serving`. Resolves once `until` holds for its stderr; the
-   * proxy is then killed (with Redis unreachable it does not exit on SIGTERM: see the report).
+   * CMP_OFFLOAD_REDIS_TIMEOUT, then `serving`. Resolves once `until_` holds for its stderr; the
+   * proxy is then killed (its shutdown is ops.test.ts's concern).
    */
   async function deadRedisLogs(env: Record<string, string>, args: string[], until_: (stderr: string) => boolean): Promise<string> {
     const proxy = await startProxy({
@@ -248,7 +248,9 @@ describe('log format and level: --logformat/--loglevel and ARGOCD_CMP_SERVER_LOG
       },
     });
     try {
-      await until(() => until_(proxy.stderr()), 10_000, `the expected records in:\n${proxy.stderr()}`);
+      await until(() => until_(proxy.stderr()), 10_000, 'the expected records').catch((err: Error) => {
+        throw new Error(`${err.message}; stderr:\n${proxy.stderr()}`);
+      });
       return proxy.stderr();
     } finally {
       proxy.proc.kill('SIGKILL');
