@@ -64,6 +64,8 @@ export class QueueDispatcher implements Dispatcher {
   private readonly keys: KeySpace;
   private readonly redis: RedisClient;
   private readonly eventsConnection: RedisClient;
+  /** The connections BullMQ's QueueEvents made from `eventsConnection` (it reads on a duplicate). */
+  private readonly eventsCopies: RedisClient[] = [];
   private queue: Promise<Queue> | undefined;
   private readonly events: QueueEvents;
   private readonly waiter: JobWaiter;
@@ -79,6 +81,15 @@ export class QueueDispatcher implements Dispatcher {
     const onError = (err: Error) => deps.log.debug({ err: err.message }, 'redis connection error');
     this.redis = connectRedis(ro, 'command', onError);
     this.eventsConnection = connectRedis(ro, 'blocking', onError);
+    // QueueEvents reads on a duplicate of the connection it is given, which only its close()
+    // ends, and that first waits for it to be ready: keep hold of it for close() below.
+    const conn = this.eventsConnection as { duplicate: (...args: unknown[]) => RedisClient };
+    const duplicate = conn.duplicate.bind(conn);
+    conn.duplicate = (...args) => {
+      const copy = duplicate(...args);
+      this.eventsCopies.push(copy);
+      return copy;
+    };
     this.events = new QueueEvents(deps.pluginName, { connection: this.eventsConnection, prefix: ro.prefix });
     this.events.on('error', onError);
     this.waiter = new JobWaiter(async jobId => (await this.getQueue()).getJob(jobId), this.events, this.redis);
@@ -384,7 +395,11 @@ export class QueueDispatcher implements Dispatcher {
 
   async close(): Promise<void> {
     this.waiter.close();
-    await Promise.allSettled([this.events.close(), this.queue?.then(q => q.close())]);
+    // BullMQ's close waits for its connections to be ready, which they never are while Redis is
+    // unreachable (a proxy stopped then would never exit): after the Redis timeout, end them here.
+    const closing = Promise.allSettled([this.events.close(), this.queue?.then(q => q.close())]);
+    await withTimeout(closing, this.ro.timeoutMs, () => new Error('timeout')).catch(() => {});
+    for (const copy of this.eventsCopies) copy.disconnect();
     this.redis.disconnect();
     this.eventsConnection.disconnect();
   }

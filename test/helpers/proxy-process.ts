@@ -29,6 +29,8 @@ export interface StartOptions {
   workDir?: string;
   /** Another launcher than the repository's bin/cmp-offload (a modified copy of the install). */
   bin?: string;
+  /** Flags after `proxy --config-dir-path DIR` (e.g. `--loglevel debug`). */
+  args?: string[];
 }
 
 /** Start `bin/cmp-offload proxy` on a temp socket like a sidecar would, and wait until it listens. */
@@ -41,7 +43,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   fs.writeFileSync(path.join(configDir, 'plugin.yaml'), opts.pluginYaml);
   for (const [name, text] of Object.entries(opts.files ?? {})) fs.writeFileSync(path.join(configDir, name), text);
   const socketPath = path.join(socketDir, opts.socketName);
-  const proc = spawn(process.execPath, [opts.bin ?? BIN, 'proxy', '--config-dir-path', configDir], {
+  const proc = spawn(process.execPath, [opts.bin ?? BIN, 'proxy', '--config-dir-path', configDir, ...(opts.args ?? [])], {
     env: {
       ...process.env,
       ARGOCD_PLUGINSOCKFILEPATH: socketDir,

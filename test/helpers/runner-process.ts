@@ -17,10 +17,16 @@ export const RUNNER_UID = process.getuid?.() === 0 ? 65534 : undefined;
 /** The settings a runner refuses to hold (worker/runner/main.ts). */
 const CREDENTIALS = ['CMP_OFFLOAD_REDIS_URL', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE', 'CMP_OFFLOAD_SIGNING_KEY', 'CMP_OFFLOAD_SIGNING_KEY_FILE'];
 
-/** A test's env as a runner gets it: without the credentials. */
+/**
+ * Worker-only secrets the install gives the worker container alone: a runner would read a token
+ * file it was given (and, as another uid, fail to start when it may not).
+ */
+const WORKER_ONLY = ['CMP_OFFLOAD_DASHBOARD_TOKEN', 'CMP_OFFLOAD_DASHBOARD_TOKEN_FILE'];
+
+/** A test's env as a runner gets it: without the credentials and the worker-only secrets. */
 export function runnerEnv(env: Record<string, string | undefined>): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined && !CREDENTIALS.includes(k)) out[k] = v;
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && !CREDENTIALS.includes(k) && !WORKER_ONLY.includes(k)) out[k] = v;
   return out;
 }
 

@@ -1,10 +1,13 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { queueDepth } from '../../cmp/observe/queue-depth.js';
-import { startDistributed, type Distributed } from '../helpers/distributed.js';
+import { startDistributed, TEST_SIGNING_KEY, type Distributed } from '../helpers/distributed.js';
 import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
 import { scrape } from '../helpers/metrics.js';
@@ -291,4 +294,50 @@ test('an HTTP port already taken is logged and the proxy still serves its socket
     await p.stop();
     await redis.stop();
   }
+});
+
+test('the dashboard token can come from CMP_OFFLOAD_DASHBOARD_TOKEN_FILE: /queues needs the file\'s token (its trailing newline dropped)', async () => {
+  const secrets = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-ops-token-'));
+  const token = randomBytes(18).toString('hex');
+  const file = path.join(secrets, 'token');
+  fs.writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  const workerPort = await freePort();
+  const d = await startDistributed({
+    pluginYaml: markerPlugin('tokq'),
+    socketName: 'tokq.sock',
+    workers: 1,
+    workerEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${workerPort}`, CMP_OFFLOAD_DASHBOARD_TOKEN_FILE: file },
+  });
+  try {
+    await until(() => d.workers[0]!.stderr().includes('"http listening"'), 10_000, 'the worker HTTP server');
+    assert.equal((await get(workerPort, '/queues')).status, 401);
+    assert.equal((await get(workerPort, '/queues', { authorization: `Bearer ${token.slice(0, -1)}x` })).status, 401);
+    // The file's newline is not part of the token.
+    assert.equal((await get(workerPort, `/queues?token=${encodeURIComponent(`${token}\n`)}`)).status, 401);
+    const api = await get(workerPort, '/queues/api/queues', { authorization: `Bearer ${token}` });
+    assert.equal(api.status, 200);
+    assert.ok((await api.text()).includes('tokq'));
+    assert.equal((await get(workerPort, '/queues', { authorization: `Bearer ${token}` })).status, 200);
+  } finally {
+    await d.stop();
+    fs.rmSync(secrets, { recursive: true, force: true });
+  }
+});
+
+test('a distributed proxy whose Redis is unreachable still stops on SIGTERM with exit 0', async () => {
+  const p = await startProxy({
+    pluginYaml: OPS_PLUGIN,
+    socketName: 'ops.sock',
+    env: {
+      CMP_OFFLOAD_REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+      CMP_OFFLOAD_SIGNING_KEY: TEST_SIGNING_KEY,
+      CMP_OFFLOAD_REDIS_TIMEOUT: '500ms',
+      CMP_OFFLOAD_HTTP_ADDR: 'off',
+      ARGOCD_CMP_SERVER_LOGLEVEL: 'info',
+    },
+  });
+  // `serving` comes after the warning that Redis is away, and is logged as the SIGTERM handler is installed.
+  await until(() => p.stderr().includes('Redis is not reachable yet') && p.stderr().includes('"msg":"serving"'), 10_000, 'the proxy to serve without Redis');
+  // stop() SIGKILLs after 20 s, which shows as a null exit code.
+  assert.equal(await p.stop(20_000), 0, p.stderr());
 });
