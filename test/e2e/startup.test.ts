@@ -134,14 +134,19 @@ describe('socket, work root and shutdown', () => {
 
   test('SIGTERM lets an in-flight request finish, then exits 0 with nothing left running', async () => {
     const marker = path.join(os.tmpdir(), `cmp-grace-${process.pid}-${Date.now()}`);
+    const started = `${marker}.started`;
     const proxy = await startProxy({
-      pluginYaml: pluginYaml('slow', `generate: {command: [sh, -c, "sleep 1; echo '{\\"kind\\":\\"A\\"}'; touch ${marker}"]}`),
+      pluginYaml: pluginYaml('slow', `generate: {command: [sh, -c, "touch ${started}; sleep 1; echo '{\\"kind\\":\\"A\\"}'; touch ${marker}"]}`),
       socketName: 'slow.sock',
     });
     const client = openCmpClient(proxy.socketPath);
     const tgz = await tarballOf({ 'a.txt': 'x' });
     const pending = client.generate({ metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 1024) });
-    await new Promise(r => setTimeout(r, 400));
+    // SIGTERM while the plugin runs: after its start marker, before its end marker.
+    for (const end = Date.now() + 10_000; !fs.existsSync(started); await new Promise(r => setTimeout(r, 25))) {
+      assert.ok(Date.now() < end, 'the plugin did not start within 10 s');
+    }
+    assert.equal(fs.existsSync(marker), false, 'the request was still in flight at SIGTERM');
     const code = await proxy.stop();
     const result = await pending;
     client.close();
@@ -149,6 +154,7 @@ describe('socket, work root and shutdown', () => {
     assert.deepEqual(result, { value: { manifests: ['{"kind":"A"}'], sourceType: '' } });
     assert.ok(fs.existsSync(marker));
     fs.rmSync(marker, { force: true });
+    fs.rmSync(started, { force: true });
   });
 });
 

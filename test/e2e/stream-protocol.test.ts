@@ -62,10 +62,17 @@ function bulk(total: number): AppStreamRequest[] {
 }
 
 /**
- * Send every message (honouring backpressure), wait `pauseMs`, then half-close, recording
- * whether the server answered before the half-close (which would cost a Go client the status).
+ * Send every message (honouring backpressure), then half-close once the server has taken in the
+ * whole stream, recording whether the server answered before the half-close (which would cost a
+ * Go client the status).
+ *
+ * "Taken in" is two events, no fixed pause: the last write has left the client (HTTP/2 flow
+ * control lets it out only once the server consumed all but its 64 KiB window; every early error
+ * case has at least 1 MiB after the bad message), then a probe call on the same connection is
+ * answered (the server read the socket past the whole stream, and an early answer sent before that
+ * reaches the client first). A server answering at the bad message has answered by then.
  */
-async function sendThenHalfClose(client: CmpTestClient, rpc: Rpc, messages: AppStreamRequest[], pauseMs: number) {
+async function sendThenHalfClose(client: CmpTestClient, rpc: Rpc, messages: AppStreamRequest[]) {
   let halfClosed = false;
   let answeredEarly = false;
   let settle!: (o: RpcOutcome<unknown>) => void;
@@ -75,18 +82,23 @@ async function sendThenHalfClose(client: CmpTestClient, rpc: Rpc, messages: AppS
     cb: (err: ServiceError | null, value?: unknown) => void,
   ) => ClientWritableStream<AppStreamRequest>;
   // A deadline turns a server that stops reading into a failure instead of a hang.
-  const stream = open.call(client.raw, { deadline: Date.now() + 15_000 }, (err, value) => {
+  const stream = open.call(client.raw, { deadline: Date.now() + 30_000 }, (err, value) => {
     if (!halfClosed) answeredEarly = true;
     settle(err ? { code: err.code, details: err.details } : { value });
   });
   stream.on('error', () => {});
   let written = 0;
+  let flushed: Promise<unknown> = Promise.resolve();
   for (const m of messages) {
     if (answeredEarly) break;
-    if (!stream.write(m)) await Promise.race([once(stream, 'drain'), outcome]);
+    let more = true;
+    flushed = new Promise<void>(resolve => (more = stream.write(m, () => resolve())));
+    if (!more) await Promise.race([once(stream, 'drain'), outcome]);
     written++;
   }
-  await new Promise(r => setTimeout(r, pauseMs));
+  await Promise.race([flushed, outcome]);
+  const probe = await call(client, RPCS[2], { messages: [] });
+  assertStatus(probe, Status.UNKNOWN, `${RPCS[2].prefix}: error receiving stream header: EOF`);
   halfClosed = true;
   stream.end();
   return { outcome: await outcome, answeredEarly, written };
@@ -273,7 +285,7 @@ for (const mode of MODES) {
       ];
       for (const [what, rpcs, messages, text] of cases) {
         for (const rpc of rpcs) {
-          const r = await sendThenHalfClose(client, rpc, messages, 200);
+          const r = await sendThenHalfClose(client, rpc, messages);
           assert.equal(r.answeredEarly, false, `${rpc.name}, ${what}: the server answered before the half-close`);
           assert.equal(r.written, messages.length, what);
           assertStatus(r.outcome, Status.UNKNOWN, `${rpc.prefix}: ${text}`);
@@ -338,7 +350,7 @@ for (const mode of MODES) {
     test('after an early error the stream is drained only up to the tarball limit, then the first error is answered', async () => {
       const rpc = RPCS[0];
       const messages = [fileMessage(Buffer.alloc(10)), ...bulk(16 * MiB)];
-      const r = await sendThenHalfClose(client, rpc, messages, 500);
+      const r = await sendThenHalfClose(client, rpc, messages);
       assert.equal(r.answeredEarly, true, 'the server kept reading past the tarball limit');
       assert.ok(r.written < messages.length);
       assertStatus(r.outcome, Status.UNKNOWN, `${rpc.prefix}: error getting stream metadata: metadata is nil`);

@@ -55,6 +55,7 @@ describe('distributed mode under failures', () => {
     const call = client.generate(generateCall(tgz, { TAG: 'graceful', SLEEP: '1' }));
     await until(() => startsOf(markers, 'graceful').length === 1, 5_000, 'the run to start');
     const holder = d.workers.find(w => path.join(w.base, 'work') === startsOf(markers, 'graceful')[0])!;
+    assert.equal(endsOf(markers, 'graceful'), 0, 'SIGTERM comes while the job runs');
     holder.proc.kill('SIGTERM');
     const outcome = await call;
     assert.ok('value' in outcome, JSON.stringify(outcome));

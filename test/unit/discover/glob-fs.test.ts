@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { chmod, mkdir } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import { goGlob } from '../../../cmp/discover/filepath-glob.js';
@@ -86,18 +88,60 @@ describe('realFs', () => {
     assert.deepEqual(await realFs.readdir(`${root}/app/linkdir`), ['one.yaml']);
   });
 
-  const asRoot = process.getuid?.() === 0 && 'root ignores permissions';
-  test('throws other errors with Go PathError wording', { skip: asRoot }, async () => {
+  // Root ignores permissions: as root (CI) the calls run in a child that drops to nobody.
+  test('throws other errors with Go PathError wording', async () => {
     await mkdir(`${root}/locked/inner`, { recursive: true });
     await chmod(`${root}/locked`, 0o000);
-    const denied = (op: string, rel: string) => ({ message: `${op} ${root}/${rel}: permission denied` });
-    await assert.rejects(realFs.readdir(`${root}/locked`), denied('open', 'locked'));
-    await assert.rejects(realFs.stat(`${root}/locked/inner`), denied('stat', 'locked/inner'));
-    await assert.rejects(zglob(`${root}/locked/inner/*`), denied('stat', 'locked/inner'));
+    const got = await asUnprivileged(root);
+    assert.notEqual(got.uid, 0, 'the calls ran without root, to which permissions do not apply');
+    const denied = (op: string, rel: string) => ({ error: `${op} ${root}/${rel}: permission denied` });
+    assert.deepEqual(got.readdir, denied('open', 'locked'));
+    assert.deepEqual(got.stat, denied('stat', 'locked/inner'));
+    assert.deepEqual(got.zglob, denied('stat', 'locked/inner'));
     // filepath.Glob ignores I/O errors.
-    assert.deepEqual(await goGlob(`${root}/locked/*`), []);
+    assert.deepEqual(got.goGlob, { value: [] });
   });
 });
+
+type Settled = { value: unknown } | { error: string };
+
+/**
+ * realFs.readdir and .stat, zglob and goGlob on `root`'s locked dir, run in a child process: as
+ * nobody (65534) when the tests run as root, else as the current user. The child imports the
+ * compiled modules, so the build must be reachable by nobody (as .ci/run makes the checkout).
+ */
+async function asUnprivileged(root: string): Promise<{ uid: number } & Record<'readdir' | 'stat' | 'zglob' | 'goGlob', Settled>> {
+  const uid = process.getuid?.() === 0 ? 65534 : undefined;
+  // mkdtemp's 0700 would stop nobody at the root instead of at `locked`.
+  await chmod(root, 0o755);
+  const url = (rel: string) => new URL(rel, import.meta.url).href;
+  const script = `
+    const { realFs } = await import(${JSON.stringify(url('../../../cmp/discover/glob-fs.js'))});
+    const { zglob } = await import(${JSON.stringify(url('../../../cmp/discover/zglob.js'))});
+    const { goGlob } = await import(${JSON.stringify(url('../../../cmp/discover/filepath-glob.js'))});
+    const root = process.env.GLOB_ROOT;
+    const settle = p => p.then(value => ({ value }), err => ({ error: err.message }));
+    process.stdout.write(JSON.stringify({
+      uid: process.getuid(),
+      readdir: await settle(realFs.readdir(root + '/locked')),
+      stat: await settle(realFs.stat(root + '/locked/inner')),
+      zglob: await settle(zglob(root + '/locked/inner/*')),
+      goGlob: await settle(goGlob(root + '/locked/*')),
+    }));`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: '/',
+    env: { PATH: process.env.PATH, GLOB_ROOT: root },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(uid !== undefined ? { uid, gid: uid } : {}),
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (err += b.toString()));
+  const [code] = (await once(child, 'close')) as [number | null];
+  assert.equal(code, 0, `the unprivileged child failed (is the build reachable by uid ${uid ?? process.getuid?.()}?): ${err}`);
+  return JSON.parse(out);
+}
 
 test('compareGoStrings orders by UTF-8 bytes, not UTF-16 code units', () => {
   const names = ['\u{1F600}', '\uFF21', 'b', 'B', 'é'];

@@ -111,13 +111,15 @@ test('a daemon ignoring SIGTERM is SIGKILLed 5 s after the command returns', asy
 
 test('terminateAll stops running commands that ignore SIGTERM', async () => {
   let pgid = 0;
-  const running = rejection(run(['sh', '-c', "trap '' TERM; sleep 30 & wait"], { onSpawn: (pid) => (pgid = pid) }));
-  assert.ok(await eventually(() => pgid !== 0, 2_000));
-  await sleep(200); // let sh install its trap
+  // The marker is written after the trap is installed: SIGTERM from then on is ignored.
+  const trapped = path.join(tmpDir(), 'trapped');
+  const script = `trap '' TERM; touch ${trapped}; sleep 30 & wait`;
+  const running = rejection(run(['sh', '-c', script], { onSpawn: (pid) => (pgid = pid) }));
+  assert.ok(await eventually(() => pgid !== 0 && fs.existsSync(trapped), 10_000), 'sh installed its trap');
   const started = Date.now();
   await terminateAll(300);
   const err = await running;
-  assert.equal(err.message, '`sh -c "trap \'\' TERM; sleep 30 & wait"` failed signal: killed');
+  assert.equal(err.message, `\`sh -c "${script}"\` failed signal: killed`);
   assert.ok(Date.now() - started < 3_000);
   assert.ok(!groupAlive(pgid));
   assert.deepEqual(trackedGroups(), []);

@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { groupAlive, killAll, reapGroup, track, trackedGroups, untrack } from '../../../cmp/exec/process-groups.js';
 import { eventually } from './helpers.js';
 
@@ -30,8 +33,11 @@ test('reapGroup ends as soon as a group honouring SIGTERM is gone, and untracks 
 });
 
 test('reapGroup escalates to SIGKILL after the grace period', async () => {
-  const { pgid, exit } = startGroup("trap '' TERM; sleep 30 & wait");
-  await new Promise((r) => setTimeout(r, 200)); // let sh install its trap
+  // The marker is written after the trap is installed: SIGTERM from then on is ignored.
+  const trapped = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-pg-')), 'trapped');
+  const { pgid, exit } = startGroup(`trap '' TERM; touch ${trapped}; sleep 30 & wait`);
+  assert.ok(await eventually(() => fs.existsSync(trapped), 10_000), 'sh installed its trap');
+  fs.rmSync(path.dirname(trapped), { recursive: true, force: true });
   const started = Date.now();
   await reapGroup(pgid, 500);
   assert.equal(await exit, 'SIGKILL');
