@@ -519,7 +519,8 @@ test('kubectl kustomize renders the base, the scale-to-zero overlay and the side
   }
 });
 
-test('kubectl kustomize renders the Sentinel and Cluster overlays (when kubectl is present)', { skip: !kubectl && 'kubectl not installed' }, () => {
+test('kubectl kustomize renders the Sentinel and Cluster overlays (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
   for (const [overlay, type] of Object.entries(HA_OVERLAYS)) {
     const out = loadAll(execFileSync('kubectl', ['kustomize', path.join(KUSTOMIZE, `overlays/${overlay}`)], { encoding: 'utf8' })) as Obj[];
     assert.deepEqual(out.filter(o => o.metadata.name === 'cmp-offload-redis').map(o => o.kind), ['TriggerAuthentication'], `${overlay}: only KEDA's credentials are left of the bundled Redis`);
