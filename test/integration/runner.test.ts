@@ -174,13 +174,17 @@ describe('distributed mode through runners', () => {
     const proxy = await d.addProxy({ CMP_OFFLOAD_JOB_ATTEMPTS: '2' });
     const c = openCmpClient(proxy.socketPath);
     try {
+      // The worker's log from here on (an earlier test's runner crash paused and resumed it too).
+      const seen = w.stderr().length;
+      const log = () => w.stderr().slice(seen);
       await w.runner!.kill();
       const pending = c.generate(call(tgz, { TAG: 'down' }, 60_000));
-      await until(() => w.stderr().includes('fetching no jobs until it does'), 20_000, 'the worker to stop fetching');
-      assert.match(w.stderr(), /"why":"cmp-offload: runner at \S+: connection failed: (ECONNREFUSED|ENOENT)","msg":"job handed back to the queue, not run here"/);
+      await until(() => log().includes('fetching no jobs until it does'), 20_000, 'the worker to stop fetching');
+      await until(() => log().includes('"msg":"job handed back to the queue, not run here"'), 20_000, 'the job to be handed back');
+      assert.match(log(), /"why":"cmp-offload: runner at \S+: connection failed: (ECONNREFUSED|ENOENT)","msg":"job handed back to the queue, not run here"/);
       assert.equal(runsOf('down').length, 0);
       await w.restartRunner();
-      await until(() => w.stderr().includes('the runner accepts connections again'), 20_000, 'the worker to fetch again');
+      await until(() => log().includes('the runner accepts connections again'), 20_000, 'the worker to fetch again');
       assert.deepEqual(await pending, { value: { manifests: ['{"kind":"ConfigMap","metadata":{"name":"down"}}'], sourceType: '' } });
       assert.equal(runsOf('down').length, 1);
     } finally {
