@@ -101,6 +101,13 @@ export const OUR_ERRORS = {
     code: Status.UNAVAILABLE,
     text: (jobId: string, plugin: string, reason: string) => `cmp-offload: job ${jobId} of plugin ${plugin} failed: ${reason}`,
   },
+  jobGaveUp: {
+    // Not UNAVAILABLE (which gRPC clients retry by default): a run that kills its worker each
+    // time would kill more workers on every retry of the caller.
+    code: Status.ABORTED,
+    text: (jobId: string, plugin: string, runs: number, detail: string) =>
+      `cmp-offload: job ${jobId} of plugin ${plugin} was given up after ${runs} run${runs === 1 ? '' : 's'} ended in infrastructure failures (CMP_OFFLOAD_JOB_ATTEMPTS): ${detail}`,
+  },
   jobRemoved: {
     code: Status.ABORTED,
     text: (jobId: string, plugin: string) => `cmp-offload: job ${jobId} of plugin ${plugin} was removed from the queue`,

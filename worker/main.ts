@@ -11,7 +11,7 @@ import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis } from '../cmp/queue/redis-connection.js';
 import type { Logger } from '../cmp/log.js';
-import { createProcessor, type AbortReason, type Execute } from './processor.js';
+import { createProcessor, InfraError, RunnerUnreachable, type AbortReason, type Execute } from './processor.js';
 import { runnerAccepts, runnerExecute } from './runner/client.js';
 
 /**
@@ -74,7 +74,34 @@ export async function runWorker(argv: string[]): Promise<number> {
         log,
       })
     : (req, tgzPath, ctx, sink) => executeRequest!(engine, req, tgzPath, ctx, sink);
-  const processor = createProcessor({ engine, execute, redis, keys, queue, specDigest, signingKey, log });
+  // Set once the worker exists: the runner's state pauses and resumes its fetching.
+  let runnerState: { down(): boolean; unreachable(): void } | undefined;
+  const executeChecked: Execute = runnerSocket
+    ? async (req, tgzPath, ctx, sink) => {
+        try {
+          return await execute(req, tgzPath, ctx, sink);
+        } catch (err) {
+          // The runner went away mid-run (that run counts: it may be what killed it): stop
+          // fetching if it is gone for good, rather than fail the next jobs at once.
+          if (err instanceof InfraError && !(err instanceof RunnerUnreachable)) {
+            void runnerAccepts(runnerSocket, 1_000).then(up => up || runnerState?.unreachable());
+          }
+          throw err;
+        }
+      }
+    : execute;
+  const processor = createProcessor({
+    engine,
+    execute: executeChecked,
+    redis,
+    keys,
+    queue,
+    specDigest,
+    signingKey,
+    log,
+    jobAttempts: ro.jobAttempts,
+    ...(runnerSocket ? { runner: { down: () => runnerState?.down() ?? false, unreachable: () => runnerState?.unreachable() } } : {}),
+  });
   const workerConnection = connectRedis(ro, 'blocking', onRedisError);
   const worker = new Worker(queue, processor, {
     connection: workerConnection,
@@ -83,8 +110,10 @@ export async function runWorker(argv: string[]): Promise<number> {
     concurrency: options.concurrency,
     lockDuration: ro.lockDurationMs,
     stalledInterval: ro.stalledIntervalMs,
-    // A job whose worker (and runner) is killed twice in a row still gets a third run; a poison job stops there.
-    maxStalledCount: 2,
+    // Runs lost with their worker count toward CMP_OFFLOAD_JOB_ATTEMPTS: the processor gives a
+    // job up (signed, with a clear text) when it would start a run beyond it. This bound is
+    // BullMQ's own backstop behind that check, never reached first.
+    maxStalledCount: ro.jobAttempts,
     // With a runner, jobs are fetched once it accepts connections (see below).
     autorun: !runnerSocket,
   });
@@ -108,6 +137,26 @@ export async function runWorker(argv: string[]): Promise<number> {
         return true;
       })
     : Promise.resolve(true);
+
+  // A runner that stops accepting connections (dead, restarting) pauses fetching: jobs go to
+  // workers whose runner works instead of failing here one after the other.
+  let runnerDown = false;
+  runnerState = {
+    down: () => runnerDown,
+    unreachable: () => {
+      if (runnerDown || stopping || !runnerSocket) return;
+      runnerDown = true;
+      // Not waiting for the running jobs: they end on their own.
+      void worker.pause(true).catch(err => log.warn({ err: (err as Error).message }, 'worker error'));
+      log.warn({ runner: runnerSocket }, 'the runner does not accept connections: fetching no jobs until it does (CMP_OFFLOAD_RUNNER_SOCKET)');
+      void untilRunnerAccepts(runnerSocket, Number.POSITIVE_INFINITY, runnerWait.signal, log, RUNNER_RECOVERY_RETRY_MS).then(async up => {
+        if (!up || stopping) return;
+        runnerDown = false;
+        await worker.resume();
+        log.info({ runner: runnerSocket }, 'the runner accepts connections again: fetching jobs');
+      });
+    },
+  };
 
   const subscriber = connectRedis(ro, 'blocking', onRedisError);
   subscriber.on('message', (_channel: string, raw: string) => {
@@ -173,12 +222,14 @@ export async function runWorker(argv: string[]): Promise<number> {
 
 /** How often a starting worker tries the runner's socket: starting containers are fast, and a try costs a failed connect. */
 const RUNNER_RETRY_MS = 10;
+/** How often a worker whose runner went away tries its socket again (a restarted container takes a while). */
+const RUNNER_RECOVERY_RETRY_MS = 100;
 
 /**
  * Resolve true once the runner at `socketPath` accepts a connection, false if `signal` aborts
  * first. Says once, after `warnAfterMs`, that jobs wait for the runner.
  */
-async function untilRunnerAccepts(socketPath: string, warnAfterMs: number, signal: AbortSignal, log: Logger): Promise<boolean> {
+async function untilRunnerAccepts(socketPath: string, warnAfterMs: number, signal: AbortSignal, log: Logger, retryMs = RUNNER_RETRY_MS): Promise<boolean> {
   const warnAt = Date.now() + warnAfterMs;
   let warned = false;
   while (!signal.aborted) {
@@ -187,7 +238,7 @@ async function untilRunnerAccepts(socketPath: string, warnAfterMs: number, signa
       warned = true;
       log.warn({ runner: socketPath }, 'the runner does not accept connections yet (CMP_OFFLOAD_RUNNER_SOCKET); jobs are fetched once it does');
     }
-    await new Promise(resolve => setTimeout(resolve, RUNNER_RETRY_MS));
+    await new Promise(resolve => setTimeout(resolve, retryMs));
   }
   return false;
 }

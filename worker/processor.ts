@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Status } from '../cmp/grpc-status.js';
-import { UnrecoverableError, type Job } from 'bullmq';
+import { UnrecoverableError, WaitingError, type Job } from 'bullmq';
 import type { RedisClient } from '../cmp/queue/redis-connection.js';
 import type { Ctx } from '../cmp/context.js';
 import { canceled, CmpError, codeOf, deadlineExceeded, messageOf, ourError } from '../cmp/errors.js';
@@ -37,6 +37,14 @@ export type Execute = (req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: Rea
  */
 export class InfraError extends Error {}
 
+/**
+ * The runner did not accept the connection (not listening, dead, restarting): nothing of the
+ * request reached it, so the run never started. The job goes back to the queue for another
+ * worker without using one of its attempts, and this worker stops fetching until its runner
+ * accepts connections again.
+ */
+export class RunnerUnreachable extends InfraError {}
+
 export interface ProcessorDeps {
   engine: Engine;
   execute: Execute;
@@ -48,6 +56,33 @@ export interface ProcessorDeps {
   specDigest: string;
   signingKey: Buffer;
   log: Logger;
+  /**
+   * CMP_OFFLOAD_JOB_ATTEMPTS of this worker: runs of a job that may end in an infrastructure
+   * failure (its worker lost mid-run, or a failure recorded by a live worker). The job's own
+   * `attempts` (the proxy's setting) applies when smaller.
+   */
+  jobAttempts: number;
+  /**
+   * With a runner: `down()` says the runner is known not to accept connections (jobs go back to
+   * the queue at once); `unreachable()` reports that it did not (the worker stops fetching until
+   * it does again).
+   */
+  runner?: { down(): boolean; unreachable(): void };
+}
+
+/** A job's infrastructure failures so far: runs lost with their worker (stalls) and failures recorded by a live worker. */
+export function endedRuns(job: Pick<Job, 'attemptsMade' | 'stalledCounter'>): { lost: number; failed: number; total: number } {
+  const lost = job.stalledCounter ?? 0;
+  const failed = job.attemptsMade ?? 0;
+  return { lost, failed, total: lost + failed };
+}
+
+/** How `jobGaveUp` describes the runs a job lost. */
+function lostRunsText(lost: number, failed: number): string {
+  const parts = [];
+  if (lost > 0) parts.push(`${lost} lost with their worker (killed, out of memory, node lost)`);
+  if (failed > 0) parts.push(`${failed} failed (see the workers' logs)`);
+  return parts.join(', ');
 }
 
 /**
@@ -79,17 +114,29 @@ export function createProcessor(deps: ProcessorDeps) {
       return { key: ret.key };
     } catch (err) {
       // A plain Error is retried by BullMQ (infrastructure trouble); an UnrecoverableError is final.
-      outcome = err instanceof UnrecoverableError ? (trace.skipped ? 'skipped' : 'failed') : 'retried';
+      outcome = err instanceof UnrecoverableError ? (trace.skipped ? 'skipped' : 'failed') : err instanceof WaitingError ? 'requeued' : 'retried';
       throw err;
     } finally {
       metrics.concurrencyInUse.dec();
       metrics.jobs.inc({ outcome });
-      log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome, attempt: job.attemptsMade + 1, ms: trace.durations() }, 'job');
+      log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome, attempt: job.attemptsMade + 1, lostWithWorker: job.stalledCounter ?? 0, ms: trace.durations() }, 'job');
     }
   };
 
-  async function processJob(job: Job, _token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn & { cached?: boolean }> {
+  /**
+   * Hand a job back to the queue without using an attempt (its run never started): another
+   * worker, or this one once it fetches again, takes it. BullMQ's documented manual move.
+   */
+  async function backToQueue(job: Job, token: string | undefined, why: string): Promise<never> {
+    log.info({ jobId: job.id, why }, 'job handed back to the queue, not run here');
+    await job.moveToWait(token);
+    throw new WaitingError();
+  }
+
+  async function processJob(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn & { cached?: boolean }> {
     const jobId = job.id!;
+    // A worker whose runner is down may still get a job (a fetch already under way when it paused).
+    if (deps.runner?.down()) return backToQueue(job, token, 'the runner does not accept connections');
     let data: JobRequest;
     try {
       data = verifyJob(signingKey, job.data, jobId);
@@ -102,6 +149,30 @@ export function createProcessor(deps: ProcessorDeps) {
     if (data.plugin !== deps.queue) {
       throw fail(jobId, binding, failureOf(ourError('wrongQueue', data.plugin, deps.queue)));
     }
+    // A job that lost its earlier runs (a worker killed under it each time: out of memory?)
+    // stops here, before anything runs again, with a signed answer its callers get at once.
+    const budget = Math.min(deps.jobAttempts, job.opts.attempts ?? deps.jobAttempts);
+    const ended = endedRuns(job);
+    if (ended.total >= budget) {
+      log.warn({ jobId, lostWithWorker: ended.lost, failed: ended.failed, limit: budget }, 'job given up: its runs ended in infrastructure failures (CMP_OFFLOAD_JOB_ATTEMPTS)');
+      throw fail(jobId, binding, failureOf(ourError('jobGaveUp', jobId, data.plugin, ended.total, lostRunsText(ended.lost, ended.failed))));
+    }
+    // This run is the last one allowed: its infrastructure failure is final, and says why.
+    const lastRun = ended.total + 1 >= budget;
+    const giveUp = (err: unknown): never => {
+      if (!lastRun || err instanceof UnrecoverableError || err instanceof WaitingError) throw err;
+      const earlier = lostRunsText(ended.lost, ended.failed);
+      throw fail(jobId, binding, failureOf(ourError('jobGaveUp', jobId, data.plugin, ended.total + 1, `${earlier ? `${earlier}; ` : ''}the last: ${messageOf(err)}`)));
+    };
+    try {
+      return await runJob(job, token, signal, data, binding);
+    } catch (err) {
+      return giveUp(err);
+    }
+  }
+
+  async function runJob(job: Job, token: string | undefined, signal: AbortSignal | undefined, data: JobRequest, binding: string): Promise<JobReturn & { cached?: boolean }> {
+    const jobId = job.id!;
     const trace = currentTrace();
     if (trace) {
       trace.app = appNameOf(data.env);
@@ -156,6 +227,10 @@ export function createProcessor(deps: ProcessorDeps) {
         result = await deps.execute(requestOf(data), tgzPath, ctx, sink);
       } catch (err) {
         if (shutdown) throw new Error('cmp-offload: worker shutting down');
+        if (err instanceof RunnerUnreachable) {
+          deps.runner?.unreachable();
+          return await backToQueue(job, token, err.message);
+        }
         if (err instanceof InfraError) throw err;
         throw fail(jobId, binding, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });
       }

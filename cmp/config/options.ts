@@ -143,7 +143,12 @@ export interface RedisOptions {
   lockDurationMs: number;
   /** CMP_OFFLOAD_STALLED_INTERVAL: how often workers look for jobs of dead workers. */
   stalledIntervalMs: number;
-  /** CMP_OFFLOAD_JOB_ATTEMPTS: runs of a job on infrastructure failures (plugin failures never retry). */
+  /**
+   * CMP_OFFLOAD_JOB_ATTEMPTS: runs of a job that may end in infrastructure failures (worker or
+   * runner lost mid-run, lock lost, Redis errors, shutdown) before it is given up (`jobGaveUp`);
+   * plugin failures never retry. The proxy sets it as each job's attempts; workers count runs
+   * lost with their worker against it too (the smaller of the two applies).
+   */
   jobAttempts: number;
 }
 

@@ -98,7 +98,7 @@ export const metrics = {
   }),
   jobs: new Counter({
     name: 'cmp_offload_jobs_total',
-    help: 'Jobs a worker finished, by outcome: completed, cached (an identical job had stored the result), failed, retried, skipped (nobody waited).',
+    help: 'Jobs a worker finished, by outcome: completed, cached (an identical job had stored the result), failed, retried, requeued (handed back unrun: the runner refused the connection), skipped (nobody waited).',
     labelNames: ['outcome'] as const,
     registers: [registry],
   }),

@@ -10,7 +10,7 @@ import type { PluginRequest } from '../../cmp/plugin/request.js';
 import { currentTrace, noteExecFailure } from '../../cmp/observe/request-trace.js';
 import { observeStage } from '../../cmp/observe/metrics.js';
 import type { EncodedResult } from '../../cmp/queue/result-store.js';
-import { InfraError, type Execute } from '../processor.js';
+import { InfraError, RunnerUnreachable, type Execute } from '../processor.js';
 import { AnswerDecoder, decoderHeapMb } from './answer-decoder.js';
 import {
   answerFrameMax,
@@ -139,7 +139,9 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
         ? setTimeout(() => infra(`no answer within ${formatGoDuration(budget.ms)} (${budget.why}): hung up`), budget.ms)
         : undefined;
 
+    let connected = false;
     socket.on('connect', () => {
+      connected = true;
       const head = encodeFrame(FrameType.HEADER, JSON.stringify(header));
       socket.write(inline?.length ? Buffer.concat([head, encodeFrame(FrameType.DATA, inline)]) : head);
       if (ctx.signal.aborted) onAbort();
@@ -186,7 +188,11 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
       );
     });
     socket.on('error', err => {
-      if (!answered) infra(`connection failed: ${(err as NodeJS.ErrnoException).code ?? err.message}`);
+      if (answered) return;
+      const what = `connection failed: ${(err as NodeJS.ErrnoException).code ?? err.message}`;
+      // Nothing reached the runner: the run never started (the job goes back to the queue, see the processor).
+      if (!connected && !ctx.signal.aborted) return finish(new RunnerUnreachable(`cmp-offload: runner at ${opts.socketPath}: ${what}`));
+      infra(what);
     });
     socket.on('close', () => {
       if (!answered) infra('the connection closed before an answer (runner stopped or crashed?)');
