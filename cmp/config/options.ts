@@ -145,6 +145,11 @@ export interface RedisOptions {
   stalledIntervalMs: number;
   /** CMP_OFFLOAD_JOB_ATTEMPTS: runs of a job on infrastructure failures (plugin failures never retry). */
   jobAttempts: number;
+  /**
+   * CMP_OFFLOAD_RESUBMITS: how many times the proxy submits one request anew when its job, blob
+   * or result vanished from Redis, or its job was removed, cancelled or refused under it.
+   */
+  resubmits: number;
 }
 
 /** Where an HTTP server listens; an empty host in the setting means all IPv4 interfaces. */
@@ -249,6 +254,7 @@ function redisOptions(env: Env): RedisOptions | undefined {
     lockDurationMs,
     stalledIntervalMs,
     jobAttempts: integer(env, 'CMP_OFFLOAD_JOB_ATTEMPTS', 3, 1),
+    resubmits: integer(env, 'CMP_OFFLOAD_RESUBMITS', 3, 0),
   };
 }
 
