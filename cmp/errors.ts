@@ -110,7 +110,7 @@ export const OUR_ERRORS = {
     code: Status.UNAVAILABLE,
     text: (jobId: string, plugin: string, submissions: number) =>
       `cmp-offload: job ${jobId} of plugin ${plugin} vanished from Redis (flushed, restarted empty, failed over or evicted); ` +
-      `the request was submitted ${submissions} times (CMP_OFFLOAD_RESUBMITS)`,
+      `submissions made: ${submissions} (at most 1 + CMP_OFFLOAD_RESUBMITS)`,
   },
   resultMissing: {
     code: Status.UNAVAILABLE,

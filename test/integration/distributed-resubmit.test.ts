@@ -74,6 +74,19 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
         return { jobId: r.jobId, reason: r.reason, resubmission: r.resubmission, limit: r.limit };
       });
 
+  /**
+   * The `n`th re-submission logged for `app`'s requests; fails at once, with what the caller got,
+   * if the call ends before it.
+   */
+  const resubmitted = async (app: string, call: Promise<unknown>, n = 1): Promise<Resubmission> => {
+    let ended: unknown;
+    void call.then(o => (ended = o));
+    return until(() => {
+      if (ended) throw new Error(`the call ended before re-submission ${n}: ${JSON.stringify(ended)}`);
+      return resubmissions(app)[n - 1];
+    }, 30_000, `re-submission ${n} of ${app}`);
+  };
+
   /** A call with its own tarball and app name; `env` adds plugin env (TAG is the tag). */
   const generate = async (tag: string, env: Record<string, string> = {}) => {
     const tgz = await tarballOf({ 'f.txt': tag });
@@ -108,7 +121,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     const { call } = await generate('flushed-queued');
     const first = await waitingJob();
     await redis.flushall();
-    const r = await until(() => resubmissions('flushed-queued')[0], 30_000, 'the proxy to submit anew');
+    const r = await resubmitted('flushed-queued', call);
     assert.equal(r.jobId, first.id);
     assert.match(r.reason, /^the job vanished from Redis/);
     assert.equal(r.resubmission, 1);
@@ -134,7 +147,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
           await d.redis.pause();
           await d.redis.restart();
         }
-        const r = await until(() => resubmissions(tag)[0], 30_000, 'the proxy to submit anew');
+        const r = await resubmitted(tag, call);
         assert.equal(r.jobId, first.id);
         assert.match(r.reason, /^the job vanished from Redis/);
         fs.writeFileSync(release, '');
@@ -154,7 +167,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     const { blob } = first.data as JobData;
     assert.equal(await redis.del(keys.blob(blob)), 1, 'the blob was in Redis');
     const outcome = await withWorker(async () => {
-      const r = await until(() => resubmissions('blob-gone')[0], 30_000, 'the proxy to submit anew');
+      const r = await resubmitted('blob-gone', call);
       assert.equal(r.jobId, first.id);
       assert.match(r.reason, new RegExp(`^cmp-offload: the tarball ${blob} was gone from Redis when a worker fetched it`));
       return call;
@@ -172,7 +185,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, 'both callers to wait for one job');
     assert.equal(await queue.getWaitingCount(), 1, 'one job for both');
     await redis.flushall();
-    await until(() => resubmissions('coalesced').length === 2, 30_000, 'both callers to submit anew');
+    await resubmitted('coalesced', Promise.race(calls), 2);
     const second = await waitingJob([first.id!]);
     await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, 'both callers to wait for the new job');
     assert.equal(await queue.getWaitingCount(), 1, 'one new job for both');
@@ -213,7 +226,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     stored[stored.length - 1]! ^= 0xff; // one flipped byte, same size
     await redis.set(keys.blob(blob), stored, 'KEEPTTL');
     const outcome = await withWorker(async () => {
-      const r = await until(() => resubmissions('blob-corrupt')[0], 30_000, 'the proxy to submit anew');
+      const r = await resubmitted('blob-corrupt', call);
       assert.equal(r.jobId, first.id);
       assert.equal(r.reason, `cmp-offload: the tarball blob ${blob} does not match its checksum`);
       return call;
