@@ -45,7 +45,10 @@ export interface QueueDispatcherDeps {
  * or result vanished from Redis; its job was removed, cancelled or refused under it) with the
  * error the caller gets when it may not be submitted again.
  */
-type Attempt = { result: PluginResult } | { retry: string; jobId: string; error: CmpError };
+type Attempt = { result: PluginResult } | { retry: string; cause: ResubmitCause; jobId: string; error: CmpError };
+
+/** Why a request is submitted anew (the label of cmp_offload_resubmissions_total). */
+type ResubmitCause = 'job_vanished' | 'blob_lost' | 'result_missing' | 'job_removed' | 'job_canceled' | 'job_refused';
 
 /**
  * What the job we wait for answers and where: a cached request's answer is its cache entry
@@ -172,8 +175,9 @@ export class QueueDispatcher implements Dispatcher {
         if ('retry' in outcome) {
           // Within the caller's deadline and CMP_OFFLOAD_RESUBMITS: what it needs is still here (the signed request, the spool).
           if (ctx.signal.aborted || submission > this.ro.resubmits) throw outcome.error;
+          metrics.resubmissions.inc({ cause: outcome.cause });
           this.deps.log.warn(
-            { plugin: this.deps.pluginName, app, jobId: outcome.jobId, reason: outcome.retry, resubmission: submission, limit: this.ro.resubmits },
+            { plugin: this.deps.pluginName, app, jobId: outcome.jobId, cause: outcome.cause, reason: outcome.retry, resubmission: submission, limit: this.ro.resubmits },
             `submitting the request anew: ${outcome.retry}`,
           );
           continue;
@@ -316,7 +320,7 @@ export class QueueDispatcher implements Dispatcher {
       case 'completed': {
         const result = await this.fetchResult(answer, end.returnvalue);
         if (result !== 'missing') return { result };
-        return { retry: 'its result is gone from Redis', jobId, error: ourError('resultMissing', jobId) };
+        return { retry: 'its result is gone from Redis', cause: 'result_missing', jobId, error: ourError('resultMissing', jobId) };
       }
       case 'failed': {
         const failure = decodeFailure(this.signingKey, jobId, answer.binding, end.reason);
@@ -324,21 +328,22 @@ export class QueueDispatcher implements Dispatcher {
           // The worker refused the job's data (swapped, expired, tampered with in Redis): ours is intact, submit it anew.
           const refusal = decodeFailure(this.signingKey, jobId, REJECTED, end.reason);
           const error = refusal ? new CmpError(refusal.message, refusal.code) : undefined;
-          if (error) return { retry: `the worker refused the job's data: ${refusal!.message}`, jobId, error };
+          if (error) return { retry: `the worker refused the job's data: ${refusal!.message}`, cause: 'job_refused', jobId, error };
           throw ourError('jobFailed', jobId, this.deps.pluginName, end.reason);
         }
         const error = new CmpError(failure.message, failure.code);
         // The tarball's blob vanished from Redis or was corrupt (the worker removed it): upload it again.
-        if (failure.resubmit) return { retry: failure.message, jobId, error };
+        if (failure.resubmit) return { retry: failure.message, cause: 'blob_lost', jobId, error };
         // Cancelled by the callers that were there before us: ours still wants an answer.
-        if (failure.canceled) return { retry: 'the job was cancelled by the callers before us', jobId, error };
+        if (failure.canceled) return { retry: 'the job was cancelled by the callers before us', cause: 'job_canceled', jobId, error };
         throw error;
       }
       case 'removed':
-        return { retry: 'the job was removed from the queue', jobId, error: ourError('jobRemoved', jobId, this.deps.pluginName) };
+        return { retry: 'the job was removed from the queue', cause: 'job_removed', jobId, error: ourError('jobRemoved', jobId, this.deps.pluginName) };
       case 'vanished':
         return {
           retry: 'the job vanished from Redis (flushed, restarted empty, failed over or evicted)',
+          cause: 'job_vanished',
           jobId,
           error: ourError('jobLost', jobId, this.deps.pluginName, submission),
         };

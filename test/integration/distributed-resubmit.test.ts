@@ -20,7 +20,9 @@ import { KeySpace } from '../../cmp/queue/keys.js';
 import type { JobData } from '../../cmp/queue/job-contract.js';
 import type { Distributed } from '../helpers/distributed.js';
 import type { CmpTestClient } from '../helpers/grpc-client.js';
+import { scrape } from '../helpers/metrics.js';
 import { assertOurError } from '../helpers/our-errors.js';
+import { freePort } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { generateCall, PREFIX, startMarkerBed, startsOf, until, type MarkerBed } from './distributed-helpers.js';
@@ -35,6 +37,7 @@ const RESUBMIT_MSG = 'submitting the request anew: ';
 
 interface Resubmission {
   jobId: string;
+  cause: string;
   reason: string;
   resubmission: number;
   limit: number;
@@ -46,13 +49,17 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
   let client: CmpTestClient;
   let redis: Redis;
   let queue: Queue;
+  let proxyPort: number;
+  /** The proxy's cmp_offload_resubmissions_total of one cause. */
+  const resubmittedTotal = async (cause: string) => (await scrape(proxyPort)).get(`cmp_offload_resubmissions_total{cause="${cause}"}`) ?? 0;
 
   before(async () => {
+    proxyPort = await freePort();
     ({ d, client, redis, queue } = bed = await startMarkerBed(QUEUE, {
       workers: 0,
       env: { MARKERS: markers },
       // Calls in flight wait this long for Redis to come back: room for a restart on a loaded machine.
-      proxyEnv: { CMP_OFFLOAD_REDIS_TIMEOUT: '10s' },
+      proxyEnv: { CMP_OFFLOAD_REDIS_TIMEOUT: '10s', CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${proxyPort}` },
     }));
   });
 
@@ -71,7 +78,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
       .filter(r => r.app === app)
       .map(r => {
         assert.equal(r.msg, RESUBMIT_MSG + r.reason, 'the log line says why');
-        return { jobId: r.jobId, reason: r.reason, resubmission: r.resubmission, limit: r.limit };
+        return { jobId: r.jobId, cause: r.cause, reason: r.reason, resubmission: r.resubmission, limit: r.limit };
       });
 
   /**
@@ -170,6 +177,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
       const r = await resubmitted('blob-gone', call);
       assert.equal(r.jobId, first.id);
       assert.match(r.reason, new RegExp(`^cmp-offload: the tarball ${blob} was gone from Redis when a worker fetched it`));
+      assert.equal(r.cause, 'blob_lost');
       return call;
     });
     assertAnswered(outcome, 'blob-gone');
@@ -196,6 +204,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
   });
 
   test('(e) a job that vanishes every time: jobLost after CMP_OFFLOAD_RESUBMITS re-submissions, within the deadline', async () => {
+    const vanishedBefore = await resubmittedTotal('job_vanished');
     const started = Date.now();
     const { call } = await generate('always-lost');
     let done = false;
@@ -213,9 +222,10 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     assertOurError('jobLost', outcome, [lost.at(-1)!, QUEUE, 4]);
     assert.ok(Date.now() - started < DEADLINE_MS, `answered after ${Date.now() - started} ms`);
     assert.deepEqual(
-      resubmissions('always-lost').map(r => [r.jobId, r.resubmission, r.limit]),
-      lost.slice(0, 3).map((id, i) => [id, i + 1, 3]),
+      resubmissions('always-lost').map(r => [r.jobId, r.cause, r.resubmission, r.limit]),
+      lost.slice(0, 3).map((id, i) => [id, 'job_vanished', i + 1, 3]),
     );
+    assert.equal((await resubmittedTotal('job_vanished')) - vanishedBefore, 3, 'cmp_offload_resubmissions_total{cause="job_vanished"}');
   });
 
   test('(f) a corrupt blob is removed by the worker and healed by the re-upload', async () => {
@@ -229,6 +239,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
       const r = await resubmitted('blob-corrupt', call);
       assert.equal(r.jobId, first.id);
       assert.equal(r.reason, `cmp-offload: the tarball blob ${blob} does not match its checksum`);
+      assert.equal(r.cause, 'blob_lost');
       return call;
     });
     assertAnswered(outcome, 'blob-corrupt');
