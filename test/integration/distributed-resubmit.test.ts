@@ -19,7 +19,8 @@ import type { Redis } from 'ioredis';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import type { JobData } from '../../cmp/queue/job-contract.js';
 import type { Distributed } from '../helpers/distributed.js';
-import type { CmpTestClient } from '../helpers/grpc-client.js';
+import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
+import type { ProxyProcess } from '../helpers/proxy-process.js';
 import { scrape } from '../helpers/metrics.js';
 import { assertOurError } from '../helpers/our-errors.js';
 import { freePort } from '../helpers/redis-server.js';
@@ -69,8 +70,8 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
   });
 
   /** The proxy's re-submission log records so far, for the jobs of one tag's requests (by app name). */
-  const resubmissions = (app: string): Resubmission[] =>
-    d.proxy
+  const resubmissions = (app: string, proxy: ProxyProcess = d.proxy): Resubmission[] =>
+    proxy
       .stderr()
       .split('\n')
       .filter(l => l.includes(`"msg":"${RESUBMIT_MSG}`))
@@ -85,12 +86,12 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
    * The `n`th re-submission logged for `app`'s requests; fails at once, with what the caller got,
    * if the call ends before it.
    */
-  const resubmitted = async (app: string, call: Promise<unknown>, n = 1): Promise<Resubmission> => {
+  const resubmitted = async (app: string, call: Promise<unknown>, n = 1, proxy: ProxyProcess = d.proxy): Promise<Resubmission> => {
     let ended: unknown;
     void call.then(o => (ended = o));
     return until(() => {
       if (ended) throw new Error(`the call ended before re-submission ${n}: ${JSON.stringify(ended)}`);
-      return resubmissions(app)[n - 1];
+      return resubmissions(app, proxy)[n - 1];
     }, 30_000, `re-submission ${n} of ${app}`);
   };
 
@@ -203,6 +204,32 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     assert.equal(startsOf(markers, 'coalesced').length, 1, 'one run for both');
   });
 
+  test('(d) coalesced callers on two proxies both follow the new job after theirs vanished', async () => {
+    const other = await d.addProxy({ CMP_OFFLOAD_HTTP_ADDR: 'off' });
+    const otherClient = openCmpClient(other.socketPath);
+    try {
+      const tgz = await tarballOf({ 'f.txt': 'coalesced-2' });
+      const call = generateCall(tgz, { TAG: 'coalesced-2' }, { appName: 'coalesced-2', timeoutMs: DEADLINE_MS });
+      const calls = [client.generate(call), otherClient.generate(call)];
+      const first = await waitingJob();
+      const { waitId } = first.data as JobData;
+      await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, 'both callers to wait for one job');
+      await redis.flushall();
+      await resubmitted('coalesced-2', Promise.race(calls), 1, d.proxy);
+      await resubmitted('coalesced-2', Promise.race(calls), 1, other);
+      const second = await waitingJob([first.id!]);
+      await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, 'both callers to wait for the new job');
+      assert.equal(await queue.getWaitingCount(), 1, 'one new job for both proxies');
+      assert.notEqual(second.id, first.id);
+      const outcomes = await withWorker(() => Promise.all(calls));
+      for (const o of outcomes) assertAnswered(o, 'coalesced-2');
+      assert.equal(startsOf(markers, 'coalesced-2').length, 1, 'one run for both');
+    } finally {
+      otherClient.close();
+      await other.stop();
+    }
+  });
+
   test('(e) a job that vanishes every time: jobLost after CMP_OFFLOAD_RESUBMITS re-submissions, within the deadline', async () => {
     const vanishedBefore = await resubmittedTotal('job_vanished');
     const started = Date.now();
@@ -247,5 +274,28 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     assert.equal(createHash('sha256').update(healed).digest('hex'), blob, 'the blob holds its content again');
     assert.ok(healed.equals(tgz));
     assert.equal(startsOf(markers, 'blob-corrupt').length, 1);
+  });
+
+  test('(g) the result gone from Redis before the proxy read it: submitted anew, the plugin runs again', async () => {
+    const { call } = await generate('result-gone');
+    const first = await waitingJob();
+    // The proxy sleeps through the run (as a proxy starved of CPU would); meanwhile Redis loses the result.
+    d.proxy.proc.kill('SIGSTOP');
+    try {
+      await withWorker(async () => {
+        await until(async () => (await queue.getJob(first.id!))?.finishedOn, 30_000, 'the job to complete');
+        const { key } = (await queue.getJob(first.id!))!.returnvalue as { key: string };
+        assert.equal(await redis.del(key), 1, 'the result was there');
+      });
+    } finally {
+      d.proxy.proc.kill('SIGCONT');
+    }
+    const r = await resubmitted('result-gone', call);
+    assert.equal(r.jobId, first.id);
+    assert.equal(r.cause, 'result_missing');
+    assert.equal(r.reason, 'its result is gone from Redis');
+    const outcome = await withWorker(() => call);
+    assertAnswered(outcome, 'result-gone');
+    assert.equal(startsOf(markers, 'result-gone').length, 2, 'the lost result was made again');
   });
 });
