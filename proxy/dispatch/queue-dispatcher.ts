@@ -171,7 +171,7 @@ export class QueueDispatcher implements Dispatcher {
     this.inflight++;
     try {
       for (let submission = 1; ; submission++) {
-        const outcome = await this.submitAgain(req, repo, key, ctx, submission);
+        const outcome = await this.submit(req, repo, key, ctx, submission);
         if ('retry' in outcome) {
           // Within the caller's deadline and CMP_OFFLOAD_RESUBMITS: what it needs is still here (the signed request, the spool).
           if (ctx.signal.aborted || submission > this.ro.resubmits) throw outcome.error;
@@ -198,7 +198,7 @@ export class QueueDispatcher implements Dispatcher {
    * A submission: the first one, or a later one after the previous vanished. A later one first
    * looks in the cache, where the run of the lost job may have left its answer.
    */
-  private async submitAgain(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
+  private async submit(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
     if (submission > 1 && key !== undefined) {
       const hit = await this.guard(req.kind, ctx, this.lookup(key, appNameOf(req.env)));
       if (hit) return { result: hit };
@@ -327,8 +327,10 @@ export class QueueDispatcher implements Dispatcher {
         if (!failure) {
           // The worker refused the job's data (swapped, expired, tampered with in Redis): ours is intact, submit it anew.
           const refusal = decodeFailure(this.signingKey, jobId, REJECTED, end.reason);
-          const error = refusal ? new CmpError(refusal.message, refusal.code) : undefined;
-          if (error) return { retry: `the worker refused the job's data: ${refusal!.message}`, cause: 'job_refused', jobId, error };
+          if (refusal) {
+            const error = new CmpError(refusal.message, refusal.code);
+            return { retry: `the worker refused the job's data: ${refusal.message}`, cause: 'job_refused', jobId, error };
+          }
           throw ourError('jobFailed', jobId, this.deps.pluginName, end.reason);
         }
         const error = new CmpError(failure.message, failure.code);
