@@ -95,6 +95,26 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     }, 30_000, `re-submission ${n} of ${app}`);
   };
 
+  /**
+   * How many adds BullMQ's deduplication on `dedupId` joined into an existing job, from the
+   * queue's events stream (which a FLUSHALL empties). A caller counts itself among the waiters
+   * before it adds its job, so this, not the waiter count, says that its add has happened.
+   */
+  const joinedByDedup = async (dedupId: string): Promise<number> => {
+    const entries = await redis.xrange(`${PREFIX}:${QUEUE}:events`, '-', '+');
+    return entries.filter(([, f]) => {
+      const fields = new Map<string, string>();
+      for (let i = 0; i + 1 < f.length; i += 2) fields.set(f[i]!, f[i + 1]!);
+      return fields.get('event') === 'deduplicated' && fields.get('deduplicationId') === dedupId;
+    }).length;
+  };
+
+  /** Both callers of `waitId` wait for one job: counted as waiters, and the second one's add joined the first's job. */
+  const bothJoined = async (waitId: string, what: string) => {
+    await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, `both callers to wait for ${what}`);
+    await until(async () => (await joinedByDedup(waitId)) === 1, 30_000, `the second caller's add to join ${what}`);
+  };
+
   /** A call with its own tarball and app name; `env` adds plugin env (TAG is the tag). */
   const generate = async (tag: string, env: Record<string, string> = {}) => {
     const tgz = await tarballOf({ 'f.txt': tag });
@@ -191,12 +211,12 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     const calls = [request(), request()];
     const first = await waitingJob();
     const { waitId } = first.data as JobData;
-    await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, 'both callers to wait for one job');
+    await bothJoined(waitId, 'one job');
     assert.equal(await queue.getWaitingCount(), 1, 'one job for both');
     await redis.flushall();
     await resubmitted('coalesced', Promise.race(calls), 2);
     const second = await waitingJob([first.id!]);
-    await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, 'both callers to wait for the new job');
+    await bothJoined(waitId, 'the new job');
     assert.equal(await queue.getWaitingCount(), 1, 'one new job for both');
     assert.notEqual(second.id, first.id);
     const outcomes = await withWorker(() => Promise.all(calls));
@@ -213,12 +233,12 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
       const calls = [client.generate(call), otherClient.generate(call)];
       const first = await waitingJob();
       const { waitId } = first.data as JobData;
-      await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, 'both callers to wait for one job');
+      await bothJoined(waitId, 'one job');
       await redis.flushall();
       await resubmitted('coalesced-2', Promise.race(calls), 1, d.proxy);
       await resubmitted('coalesced-2', Promise.race(calls), 1, other);
       const second = await waitingJob([first.id!]);
-      await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, 'both callers to wait for the new job');
+      await bothJoined(waitId, 'the new job');
       assert.equal(await queue.getWaitingCount(), 1, 'one new job for both proxies');
       assert.notEqual(second.id, first.id);
       const outcomes = await withWorker(() => Promise.all(calls));
