@@ -91,7 +91,8 @@ export const OUR_ERRORS = {
   },
   blobExpired: {
     code: Status.UNAVAILABLE,
-    text: (sha256: string) => `cmp-offload: the tarball ${sha256} expired from Redis before a worker fetched it (CMP_OFFLOAD_BLOB_TTL)`,
+    text: (sha256: string) =>
+      `cmp-offload: the tarball ${sha256} was gone from Redis when a worker fetched it (expired after CMP_OFFLOAD_BLOB_TTL, or lost by Redis)`,
   },
   blobCorrupt: {
     code: Status.DATA_LOSS,
@@ -111,6 +112,12 @@ export const OUR_ERRORS = {
   jobRemoved: {
     code: Status.ABORTED,
     text: (jobId: string, plugin: string) => `cmp-offload: job ${jobId} of plugin ${plugin} was removed from the queue`,
+  },
+  jobLost: {
+    code: Status.UNAVAILABLE,
+    text: (jobId: string, plugin: string, submissions: number) =>
+      `cmp-offload: job ${jobId} of plugin ${plugin} vanished from Redis (flushed, restarted empty, failed over or evicted); ` +
+      `submissions made: ${submissions} (at most 1 + CMP_OFFLOAD_RESUBMITS)`,
   },
   resultMissing: {
     code: Status.UNAVAILABLE,

@@ -12,7 +12,7 @@ import type { PluginRequest, PluginResult } from '../cmp/plugin/request.js';
 import { writeReads } from '../cmp/queue/traced-store.js';
 import { metrics, resultBytes } from '../cmp/observe/metrics.js';
 import { currentTrace, RequestTrace, withTrace } from '../cmp/observe/request-trace.js';
-import { fetchBlob } from '../cmp/queue/blob-store.js';
+import { BlobCorruptError, BlobMissingError, fetchBlob } from '../cmp/queue/blob-store.js';
 import {
   answerBinding, encodeFailure, InvalidJobError, REJECTED, requestDigest, requestOf, verifyJob, type JobFailure, type JobRequest, type JobReturn,
 } from '../cmp/queue/job-contract.js';
@@ -102,6 +102,16 @@ export function createProcessor(deps: ProcessorDeps) {
   const fail = (jobId: string, binding: string, f: JobFailure): UnrecoverableError =>
     new UnrecoverableError(encodeFailure(signingKey, jobId, binding, f));
   const failureOf = (err: CmpError): JobFailure => ({ code: err.code, message: err.message, canceled: false });
+  /**
+   * The blob vanished from Redis (flushed, restarted empty, failover, eviction, expiry) or was
+   * corrupt (and is removed now): an infrastructure failure, never the plugin's, that only the
+   * proxy can mend with its spooled copy. Retrying here would find the same, so the job ends
+   * with a signed failure that tells the proxy to upload and submit anew.
+   */
+  const blobLost = (jobId: string, binding: string, err: CmpError): UnrecoverableError => {
+    log.warn({ jobId, reason: err.message }, 'tarball blob unusable; its proxy is asked to send it again');
+    return fail(jobId, binding, { ...failureOf(err), resubmit: true });
+  };
 
   // Three declared parameters: BullMQ passes the AbortSignal only to processors that take it.
   return async function process(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn> {
@@ -215,6 +225,7 @@ export function createProcessor(deps: ProcessorDeps) {
       try {
         await fetchBlob(deps.redis, keys, data.blob, data.size, tgzPath);
       } catch (err) {
+        if (err instanceof BlobMissingError || err instanceof BlobCorruptError) throw blobLost(jobId, binding, err);
         if (err instanceof CmpError) throw fail(jobId, binding, failureOf(err));
         throw new Error(`cmp-offload: fetching the tarball failed: ${messageOf(err)}`);
       }

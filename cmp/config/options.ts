@@ -150,6 +150,11 @@ export interface RedisOptions {
    * lost with their worker against it too (the smaller of the two applies).
    */
   jobAttempts: number;
+  /**
+   * CMP_OFFLOAD_RESUBMITS: how many times the proxy submits one request anew when its job, blob
+   * or result vanished from Redis, or its job was removed, cancelled or refused under it.
+   */
+  resubmits: number;
 }
 
 /** Where an HTTP server listens; an empty host in the setting means all IPv4 interfaces. */
@@ -254,6 +259,7 @@ function redisOptions(env: Env): RedisOptions | undefined {
     lockDurationMs,
     stalledIntervalMs,
     jobAttempts: integer(env, 'CMP_OFFLOAD_JOB_ATTEMPTS', 3, 1),
+    resubmits: integer(env, 'CMP_OFFLOAD_RESUBMITS', 3, 0),
   };
 }
 

@@ -102,6 +102,12 @@ export const metrics = {
     labelNames: ['outcome'] as const,
     registers: [registry],
   }),
+  resubmissions: new Counter({
+    name: 'cmp_offload_resubmissions_total',
+    help: 'Requests a proxy submitted anew (blob uploaded again, job added again), by cause: job_vanished, blob_lost, result_missing, job_removed, job_canceled, job_refused.',
+    labelNames: ['cause'] as const,
+    registers: [registry],
+  }),
   concurrencyInUse: new Gauge({
     name: 'cmp_offload_concurrency_in_use',
     help: 'Plugin runs in progress in this process.',

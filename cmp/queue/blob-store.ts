@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import type { RedisClient } from './redis-connection.js';
-import { CmpError, OUR_ERRORS, ourError } from '../errors.js';
+import { CmpError, OUR_ERRORS } from '../errors.js';
 import type { KeySpace } from './keys.js';
 
 /** Chunk of an upload or download: memory stays at one chunk whatever the tarball size. */
@@ -43,15 +43,35 @@ export class BlobMissingError extends CmpError {
   }
 }
 
+/** A blob whose bytes are not those of its name; it has been removed from Redis (see fetchBlob). */
+export class BlobCorruptError extends CmpError {
+  constructor(sha256: string, detail: string) {
+    const { code, text } = OUR_ERRORS.blobCorrupt;
+    super(text(sha256, detail), code);
+  }
+}
+
+/**
+ * Remove a blob found corrupt. Uploads skip a blob that exists, so a corrupt one would block its
+ * content until it expires; without it, the proxy's next submission uploads the content again.
+ * (Should a good copy have replaced it meanwhile, it goes too, and the next job that needs it is
+ * submitted anew as for any vanished blob.)
+ */
+async function dropCorrupt(redis: RedisClient, key: string, sha256: string, detail: string): Promise<never> {
+  await redis.del(key).catch(() => {});
+  throw new BlobCorruptError(sha256, detail);
+}
+
 /**
  * Copy a blob to `destPath` (mode 0600) in chunks, checking its size and sha256 against what
- * the signed job says: a tampered blob is refused, as the checksum check of ingest would.
+ * the signed job says: a tampered blob is refused, as the checksum check of ingest would, and
+ * removed (BlobCorruptError). A blob that is not there throws BlobMissingError.
  */
 export async function fetchBlob(redis: RedisClient, keys: KeySpace, sha256: string, size: number, destPath: string): Promise<void> {
   const key = keys.blob(sha256);
   const actual = await redis.strlen(key);
   if (actual === 0 && !(await redis.exists(key))) throw new BlobMissingError(sha256);
-  if (actual !== size) throw ourError('blobCorrupt', sha256, `has ${actual} bytes, expected ${size}`);
+  if (actual !== size) await dropCorrupt(redis, key, sha256, `has ${actual} bytes, expected ${size}`);
   const hash = createHash('sha256');
   const out = fs.createWriteStream(destPath, { mode: 0o600 });
   const closed = new Promise<void>((resolve, reject) => {
@@ -70,5 +90,5 @@ export async function fetchBlob(redis: RedisClient, keys: KeySpace, sha256: stri
     out.end();
     await closed;
   }
-  if (hash.digest('hex') !== sha256) throw ourError('blobCorrupt', sha256, 'does not match its checksum');
+  if (hash.digest('hex') !== sha256) await dropCorrupt(redis, key, sha256, 'does not match its checksum');
 }

@@ -208,11 +208,19 @@ export function answerBinding(job: Pick<JobRequest, 'cacheKey' | 'resultId'>): s
   return job.cacheKey ?? job.resultId;
 }
 
-/** How a job failed, as the caller must see it. `canceled`: stopped because its callers left. */
+/**
+ * How a job failed, as the caller must see it. `canceled`: stopped because its callers left.
+ * `resubmit`: Redis lost what the job needs from the proxy (its blob vanished, or was corrupt and
+ * has been removed): an infrastructure failure that no retry on a worker can mend, so the proxy
+ * uploads and submits the request anew (within CMP_OFFLOAD_RESUBMITS) and shows `message` only
+ * when it may not. Encoded as an optional fourth element: a proxy that predates it reads the
+ * first three and relays the message, as it did before.
+ */
 export interface JobFailure {
   code: Status;
   message: string;
   canceled: boolean;
+  resubmit?: boolean;
 }
 
 /**
@@ -221,7 +229,7 @@ export interface JobFailure {
  * own request.
  */
 export function encodeFailure(key: Buffer, jobId: string, binding: string, f: JobFailure): string {
-  const body = JSON.stringify([f.code, f.message, f.canceled]);
+  const body = JSON.stringify(f.resubmit ? [f.code, f.message, f.canceled, true] : [f.code, f.message, f.canceled]);
   return `${FAILURE_PREFIX}${sign(key, FAILURE_DOMAIN, [jobId, binding, body]).toString('hex')}:${body}`;
 }
 
@@ -237,10 +245,10 @@ export function decodeFailure(key: Buffer, jobId: string, binding: string, reaso
   if (!/^[0-9a-f]{64}$/.test(sig) || rest[64] !== ':') return undefined;
   if (!verify(key, FAILURE_DOMAIN, [jobId, binding, body], Buffer.from(sig, 'hex'))) return undefined;
   try {
-    const [code, message, canceled] = JSON.parse(body) as unknown[];
+    const [code, message, canceled, resubmit] = JSON.parse(body) as unknown[];
     if (typeof code !== 'number' || typeof message !== 'string' || typeof canceled !== 'boolean') return undefined;
     // Signed by a worker: its code is one it took from a CmpError (grpc-js's enum was as loose).
-    return { code: code as Status, message, canceled };
+    return { code: code as Status, message, canceled, ...(resubmit === true ? { resubmit: true } : {}) };
   } catch {
     return undefined;
   }

@@ -29,8 +29,6 @@ const REDIS_MAX_STRING_BYTES = 512 * 1024 * 1024;
 const JOB_SIZE_LIMIT = 1024 * 1024;
 /** The events stream is read by every proxy; completions carry only a key name, so this is plenty. */
 const EVENTS_MAX_LEN = 2_000;
-/** A caller that joined a job its other callers had just cancelled starts a new one, this often at most. */
-const MAX_REJOINS = 3;
 /** Without a caller deadline, the waiter count is kept this long at most (a dead proxy's count expires). */
 const NO_DEADLINE_WAIT_MS = 3600_000;
 
@@ -42,7 +40,15 @@ export interface QueueDispatcherDeps {
   log: Logger;
 }
 
-type Attempt = { result: PluginResult } | { retry: true };
+/**
+ * One submission's outcome: the result, or a reason to submit the request anew (its job, blob
+ * or result vanished from Redis; its job was removed, cancelled or refused under it) with the
+ * error the caller gets when it may not be submitted again.
+ */
+type Attempt = { result: PluginResult } | { retry: string; cause: ResubmitCause; jobId: string; error: CmpError };
+
+/** Why a request is submitted anew (the label of cmp_offload_resubmissions_total). */
+type ResubmitCause = 'job_vanished' | 'blob_lost' | 'result_missing' | 'job_removed' | 'job_canceled' | 'job_refused';
 
 /**
  * What the job we wait for answers and where: a cached request's answer is its cache entry
@@ -92,7 +98,14 @@ export class QueueDispatcher implements Dispatcher {
     };
     this.events = new QueueEvents(deps.pluginName, { connection: this.eventsConnection, prefix: ro.prefix });
     this.events.on('error', onError);
-    this.waiter = new JobWaiter(async jobId => (await this.getQueue()).getJob(jobId), this.events, this.redis);
+    this.waiter = new JobWaiter({
+      getJob: async jobId => (await this.getQueue()).getJob(jobId),
+      jobKey: async jobId => (await this.getQueue()).toKey(jobId),
+      events: this.events,
+      redis: this.redis,
+      // A Redis restart or failover within the Redis timeout is waited out, then the jobs are looked at.
+      graceMs: ro.timeoutMs,
+    });
   }
 
   /**
@@ -157,9 +170,18 @@ export class QueueDispatcher implements Dispatcher {
     }
     this.inflight++;
     try {
-      for (let attempt = 1; ; attempt++) {
-        const outcome = await this.attempt(req, repo, key, ctx, attempt === MAX_REJOINS);
-        if (!('result' in outcome)) continue;
+      for (let submission = 1; ; submission++) {
+        const outcome = await this.submit(req, repo, key, ctx, submission);
+        if ('retry' in outcome) {
+          // Within the caller's deadline and CMP_OFFLOAD_RESUBMITS: what it needs is still here (the signed request, the spool).
+          if (ctx.signal.aborted || submission > this.ro.resubmits) throw outcome.error;
+          metrics.resubmissions.inc({ cause: outcome.cause });
+          this.deps.log.warn(
+            { plugin: this.deps.pluginName, app, jobId: outcome.jobId, cause: outcome.cause, reason: outcome.retry, resubmission: submission, limit: this.ro.resubmits },
+            `submitting the request anew: ${outcome.retry}`,
+          );
+          continue;
+        }
         if (traced && key !== undefined) {
           await this.remember(traced, key, app, outcome.result).catch(err =>
             this.deps.log.debug({ err: (err as Error).message }, 'traced cache entry not stored'),
@@ -170,6 +192,18 @@ export class QueueDispatcher implements Dispatcher {
     } finally {
       this.inflight--;
     }
+  }
+
+  /**
+   * A submission: the first one, or a later one after the previous vanished. A later one first
+   * looks in the cache, where the run of the lost job may have left its answer.
+   */
+  private async submit(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
+    if (submission > 1 && key !== undefined) {
+      const hit = await this.guard(req.kind, ctx, this.lookup(key, appNameOf(req.env)));
+      if (hit) return { result: hit };
+    }
+    return this.attempt(req, repo, key, ctx, submission);
   }
 
   /** A cache hit, or undefined; a mis-signed entry counts as a miss (and is logged). */
@@ -204,8 +238,8 @@ export class QueueDispatcher implements Dispatcher {
     await addShape(this.redis, this.signingKey, this.keys.tracedShapes(pluginName, app, t.baseKey), shapeId(entry.shape), entry.shape, ttlMs);
   }
 
-  /** One enqueue-and-wait; `{retry}` when the job we joined was cancelled or removed by others. */
-  private async attempt(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, last: boolean): Promise<Attempt> {
+  /** One upload, enqueue and wait; `{retry}` when what it needs vanished or was taken from under it. */
+  private async attempt(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
     const { kind } = req;
     // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
     if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
@@ -259,7 +293,9 @@ export class QueueDispatcher implements Dispatcher {
         waiting.stop();
         return await this.abandon(queue, answer, kind, ctx, leave);
       }
-      return await this.settle(answer, end, ctx, last);
+      // A vanished job took its waiter count with it, most likely: never count down someone else's.
+      if (end.state === 'vanished') joined = false;
+      return await this.settle(answer, end, submission);
     } finally {
       await leave();
     }
@@ -277,28 +313,42 @@ export class QueueDispatcher implements Dispatcher {
     };
   }
 
-  /** Turn a job's end into the caller's answer. */
-  private async settle(answer: Answer, end: JobEnd, ctx: Ctx, last: boolean): Promise<Attempt> {
+  /** Turn a job's end into the caller's answer, or into a reason to submit anew. */
+  private async settle(answer: Answer, end: JobEnd, submission: number): Promise<Attempt> {
     const { jobId } = answer;
     switch (end.state) {
-      case 'completed':
-        return { result: await this.fetchResult(answer, end.returnvalue) };
+      case 'completed': {
+        const result = await this.fetchResult(answer, end.returnvalue);
+        if (result !== 'missing') return { result };
+        return { retry: 'its result is gone from Redis', cause: 'result_missing', jobId, error: ourError('resultMissing', jobId) };
+      }
       case 'failed': {
         const failure = decodeFailure(this.signingKey, jobId, answer.binding, end.reason);
         if (!failure) {
           // The worker refused the job's data (swapped, expired, tampered with in Redis): ours is intact, submit it anew.
           const refusal = decodeFailure(this.signingKey, jobId, REJECTED, end.reason);
-          if (refusal && !ctx.signal.aborted && !last) return { retry: true };
-          if (refusal) throw new CmpError(refusal.message, refusal.code);
+          if (refusal) {
+            const error = new CmpError(refusal.message, refusal.code);
+            return { retry: `the worker refused the job's data: ${refusal.message}`, cause: 'job_refused', jobId, error };
+          }
           throw ourError('jobFailed', jobId, this.deps.pluginName, end.reason);
         }
+        const error = new CmpError(failure.message, failure.code);
+        // The tarball's blob vanished from Redis or was corrupt (the worker removed it): upload it again.
+        if (failure.resubmit) return { retry: failure.message, cause: 'blob_lost', jobId, error };
         // Cancelled by the callers that were there before us: ours still wants an answer.
-        if (failure.canceled && !ctx.signal.aborted && !last) return { retry: true };
-        throw new CmpError(failure.message, failure.code);
+        if (failure.canceled) return { retry: 'the job was cancelled by the callers before us', cause: 'job_canceled', jobId, error };
+        throw error;
       }
       case 'removed':
-        if (!ctx.signal.aborted && !last) return { retry: true };
-        throw ourError('jobRemoved', jobId, this.deps.pluginName);
+        return { retry: 'the job was removed from the queue', cause: 'job_removed', jobId, error: ourError('jobRemoved', jobId, this.deps.pluginName) };
+      case 'vanished':
+        return {
+          retry: 'the job vanished from Redis (flushed, restarted empty, failed over or evicted)',
+          cause: 'job_vanished',
+          jobId,
+          error: ourError('jobLost', jobId, this.deps.pluginName, submission),
+        };
       case 'redis-down':
         throw redisUnavailable(this.ro, new Error(`connection lost while waiting for job ${jobId}`));
     }
@@ -308,7 +358,7 @@ export class QueueDispatcher implements Dispatcher {
    * Read the answer where we expect it, signed for our request: the cache entry of our cache
    * key, or the result key of the id we chose, signed with our request's digest.
    */
-  private async fetchResult(answer: Answer, returnvalue: unknown): Promise<PluginResult> {
+  private async fetchResult(answer: Answer, returnvalue: unknown): Promise<PluginResult | 'missing'> {
     const { jobId } = answer;
     const stored = storedKeyOf(returnvalue);
     const expected =
@@ -327,7 +377,7 @@ export class QueueDispatcher implements Dispatcher {
       throw redisUnavailable(this.ro, err);
     }
     if ('found' in r) return r.found;
-    if ('missing' in r) throw ourError('resultMissing', jobId);
+    if ('missing' in r) return 'missing';
     throw new CmpError(
       `cmp-offload: the result of job ${jobId} does not verify (do proxy and workers share CMP_OFFLOAD_SIGNING_KEY?)`,
       Status.INTERNAL,

@@ -34,7 +34,12 @@ describe('our errors in distributed mode, as the caller sees them', () => {
   let queue: Queue;
 
   before(async () => {
-    ({ d, client, redis, queue } = bed = await startMarkerBed(QUEUE, { workers: 0, env: { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off' } }));
+    // No re-submission (CMP_OFFLOAD_RESUBMITS=0): each error reaches the caller at its first occurrence, as it
+    // does after the last re-submission (distributed-resubmit.test.ts covers what re-submission mends).
+    ({ d, client, redis, queue } = bed = await startMarkerBed(QUEUE, {
+      workers: 0,
+      env: { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_RESUBMITS: '0' },
+    }));
   });
 
   after(async () => {
@@ -84,6 +89,7 @@ describe('our errors in distributed mode, as the caller sees them', () => {
     const outcome = await withWorker(() => call);
     assertOurError('blobCorrupt', outcome, [blob, 'does not match its checksum']);
     assert.equal(startsOf(markers, 'corrupt').length, 0, 'nothing ran');
+    assert.equal(await redis.exists(keys.blob(blob)), 0, 'the worker removed the corrupt blob (an upload replaces it)');
   });
 
   test('blobCorrupt: a blob of another size than the job says', async () => {
@@ -95,6 +101,7 @@ describe('our errors in distributed mode, as the caller sees them', () => {
     const outcome = await withWorker(() => call);
     assertOurError('blobCorrupt', outcome, [blob, `has ${size - 10} bytes, expected ${size}`]);
     assert.equal(startsOf(markers, 'truncated').length, 0, 'nothing ran');
+    assert.equal(await redis.exists(keys.blob(blob)), 0, 'the worker removed the corrupt blob');
   });
 
   test('outputTooLarge: a plugin that prints more than the worker keeps (CMP_OFFLOAD_MAX_OUTPUT_BYTES)', async () => {
@@ -117,7 +124,7 @@ describe('our errors in distributed mode, as the caller sees them', () => {
     assert.equal(await queue.count(), 0, 'no job queued');
   });
 
-  test('jobRemoved: the job removed from the queue while the caller waits, every time it is resubmitted', async () => {
+  test('jobRemoved: the job removed from the queue while the caller waits (no re-submission allowed)', async () => {
     const call = generate('removed');
     let done = false;
     const outcomeP = call.then(o => ((done = true), o));
@@ -131,8 +138,8 @@ describe('our errors in distributed mode, as the caller sees them', () => {
       await sleep(20);
     }
     const outcome = await outcomeP;
-    // The proxy submits the job up to MAX_REJOINS = 3 times, then gives up with the last one's id.
-    assert.equal(removed.length, 3, `removed ${removed.join(', ')}`);
+    // CMP_OFFLOAD_RESUBMITS=0: the proxy submits the job once and gives up with its id.
+    assert.equal(removed.length, 1, `removed ${removed.join(', ')}`);
     assertOurError('jobRemoved', outcome, [removed.at(-1)!, QUEUE]);
   });
 

@@ -105,3 +105,14 @@ test('a failure keeps its text and code, and only verifies for its own job and r
   assert.equal(decodeFailure(KEY, '7', HEX, reason.replace('boom', 'bang')), undefined);
   assert.equal(decodeFailure(KEY, '7', HEX, 'job stalled more than allowable limit'), undefined);
 });
+
+test('a "send it again" failure keeps its flag under the signature; one without it reads as before (v2 body of three)', () => {
+  const f = { code: Status.UNAVAILABLE, message: 'cmp-offload: the tarball x was gone from Redis', canceled: false, resubmit: true };
+  const reason = encodeFailure(KEY, '7', HEX, f);
+  assert.deepEqual(decodeFailure(KEY, '7', HEX, reason), f);
+  // The flag is signed: dropping it breaks the signature rather than turning it into a final error.
+  assert.equal(decodeFailure(KEY, '7', HEX, reason.replace(',true]', ']')), undefined);
+  const plain = encodeFailure(KEY, '7', HEX, { ...f, resubmit: false });
+  assert.match(plain, /:\[14,"[^"]*",false\]$/);
+  assert.deepEqual(decodeFailure(KEY, '7', HEX, plain), { code: Status.UNAVAILABLE, message: f.message, canceled: false });
+});
