@@ -180,13 +180,19 @@ test('the Helm and operator kustomizations render the base and the proxy\'s metr
     }
     assert.ok(!out.some(o => o.metadata.name === 'argocd-repo-server'), `${dir}: renders a repo-server`);
     const worker = out.find(o => o.kind === 'Deployment' && o.metadata.name === 'cmp-offload-worker')!;
-    const pluginVol = worker.spec.template.spec.volumes.find((v: Obj) => v.name === 'plugin-config');
-    if (dir.startsWith('helm')) {
-      assert.ok(!has('ConfigMap', 'cmp-offload-plugin'), 'the base\'s plugin ConfigMap would be a second truth');
-      assert.deepEqual(pluginVol.configMap, sidecarPlugin.configMap, 'workers and the sidecar read different plugin.yaml');
-    } else {
-      assert.ok(has('ConfigMap', 'cmp-offload-plugin'));
-      assert.deepEqual(pluginVol.configMap, { name: 'cmp-offload-plugin' });
+    // Every worker-pod container that reads plugin.yaml (worker and runner) reads the sidecar's.
+    const pod = worker.spec.template.spec;
+    const readers = (pod.containers as Obj[]).flatMap(c => (c.volumeMounts as Obj[]).filter(m => m.mountPath === '/home/argocd/cmp-server/config/plugin.yaml').map(m => ({ c: c.name, m })));
+    assert.ok(readers.length >= 2, `${dir}: worker and runner must both mount plugin.yaml`);
+    for (const { c, m } of readers) {
+      const vol = pod.volumes.find((v: Obj) => v.name === m.name);
+      const got = { subPath: m.subPath, configMap: vol?.configMap };
+      if (dir.startsWith('helm')) {
+        assert.deepEqual(got, { subPath: 'plugin.yaml', configMap: sidecarPlugin.configMap }, `${dir}: container ${c} and the sidecar read different plugin.yaml`);
+      } else {
+        assert.deepEqual(got, { subPath: 'plugin.yaml', configMap: { name: 'cmp-offload-plugin' } }, `${dir}: container ${c}`);
+      }
     }
+    assert.equal(has('ConfigMap', 'cmp-offload-plugin'), !dir.startsWith('helm'), `${dir}: with Helm the base's plugin ConfigMap would be a second truth`);
   }
 });
