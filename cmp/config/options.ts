@@ -41,6 +41,12 @@ export interface Options {
     salt: string;
     /** CMP_OFFLOAD_CACHE_IGNORE_ENV: request env names left out of the key. */
     ignoreEnv: ReadonlySet<string>;
+    /**
+     * CMP_OFFLOAD_CACHE_BYPASS_ENV: the Application's plugin env entry (without `ARGOCD_ENV_`)
+     * that, set to `off`, keeps its requests out of the cache (not served, not stored). This is
+     * the request env name `ARGOCD_ENV_<it>`.
+     */
+    bypassEnv: string;
     /** CMP_OFFLOAD_CACHE_MAX_BYTES: size of the in-memory cache (standalone mode). */
     maxBytes: number;
   };
@@ -203,6 +209,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
       ttlMs: duration(env, 'CMP_OFFLOAD_CACHE_TTL', 24 * 3600_000),
       salt: env.CMP_OFFLOAD_CACHE_SALT ?? '',
       ignoreEnv: new Set(list(env.CMP_OFFLOAD_CACHE_IGNORE_ENV)),
+      bypassEnv: `ARGOCD_ENV_${envName(env, 'CMP_OFFLOAD_CACHE_BYPASS_ENV', 'CMP_OFFLOAD_CACHE')}`,
       maxBytes: bytes(env, 'CMP_OFFLOAD_CACHE_MAX_BYTES', 256 * MiB),
     },
     limits: {
@@ -532,6 +539,14 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   if (raw === undefined || raw === '') return fallback;
   if (!(allowed as readonly string[]).includes(raw)) fail(name, raw, `one of ${allowed.join(', ')}`);
   return raw as T;
+}
+
+/** An env variable name (letters, digits, `_`, not starting with a digit). */
+function envName(env: Env, name: string, fallback: string): string {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(raw)) fail(name, raw, 'an env variable name (letters, digits and _)');
+  return raw;
 }
 
 function list(raw: string | undefined): string[] {

@@ -14,12 +14,14 @@ export type KillReason = 'fatal_timeout' | 'canceled' | 'output_limit';
 const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
 /**
- * Every metric this process exports, in one registry (one per process: proxy or worker). All
- * names are `cmp_offload_*` with the unit in the name; the Grafana dashboard and the docs use
- * exactly these names (a test checks both against `metricNames()`).
+ * Every metric this process exports, in one registry (one per process: proxy or worker). Ours
+ * are `cmp_offload_*` with the unit in the name; prom-client's process and runtime metrics keep
+ * their usual unprefixed names (`process_*`, `nodejs_*`), so that generic Node.js and process
+ * dashboards find them. The Grafana dashboard and the docs use exactly these names (a test checks
+ * both against `metricNames()`).
  */
 export const registry = new Registry();
-collectDefaultMetrics({ register: registry, prefix: 'cmp_offload_' });
+collectDefaultMetrics({ register: registry });
 
 export const metrics = {
   requests: new Counter({

@@ -39,7 +39,7 @@ export async function answerRequest(
   }
   const { cache } = deps.engine.options;
   const key =
-    cache.enabled && repo.index
+    cache.enabled && repo.index && !bypassesCache(req.env, cache.bypassEnv)
       ? cacheKey({
           plugin: deps.pluginName,
           specDigest: deps.specDigest,
@@ -71,4 +71,22 @@ export async function answerRequest(
         }
       : undefined;
   return deps.dispatcher.dispatch(req, repo, key, ctx, traced);
+}
+
+/**
+ * Whether the Application opted out of the cache: its plugin env sets the entry named by
+ * CMP_OFFLOAD_CACHE_BYPASS_ENV to `off` (any case), i.e. the request env holds
+ * `ARGOCD_ENV_CMP_OFFLOAD_CACHE=off` by default. Argo's Hard Refresh never reaches a CMP, so this
+ * is the per-app way to get a fresh run: no key means no lookup, no store and no coalescing, in
+ * both modes (the worker stores only under the key the proxy sends). The last entry of the name
+ * wins, as in the command's env.
+ */
+export function bypassesCache(env: readonly { name: string; value: string }[], bypassEnv: string): boolean {
+  let value: string | undefined;
+  for (const e of env) {
+    const rendered = `${e.name}=${e.value}`;
+    const eq = rendered.indexOf('=');
+    if (rendered.slice(0, eq) === bypassEnv) value = rendered.slice(eq + 1);
+  }
+  return value !== undefined && value.toLowerCase() === 'off';
 }

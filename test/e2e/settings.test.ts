@@ -196,8 +196,13 @@ describe('ARGOCD_GRPC_MAX_SIZE_MB limits the proxy\'s own messages, both directi
 describe('log format and level: --logformat/--loglevel and ARGOCD_CMP_SERVER_LOGFORMAT/_LOGLEVEL', () => {
   const LOGS_PLUGIN = pluginYaml('logs', 'generate:\n  command: [sh, -c, "true"]');
   const records = (stderr: string) => stderr.split('\n').filter(l => l.trim() !== '');
-  const json = (stderr: string) => records(stderr).map(l => JSON.parse(l) as { level: number; msg: string });
-  const TEXT_LINE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (debug|info|warn|error) /;
+  const json = (stderr: string) => records(stderr).map(l => JSON.parse(l) as { level: string; time: string; msg: string });
+  /** logrus's levels in order: `below(l, 'warning')` holds for the records a warning threshold hides. */
+  const ORDER = ['trace', 'debug', 'info', 'warning', 'error', 'fatal'];
+  const below = (l: { level: string }, level: string) => ORDER.indexOf(l.level) < ORDER.indexOf(level);
+  /** logrus's TextFormatter without a terminal: `time="<RFC3339>" level=info msg=…`. */
+  const TEXT_LINE = /^time="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)" level=(debug|info|warning|error) msg=/;
+  const RFC3339_SECONDS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)$/;
   const NO_HTTP = 'cannot listen for /healthz';
 
   /**
@@ -214,7 +219,7 @@ describe('log format and level: --logformat/--loglevel and ARGOCD_CMP_SERVER_LOG
         pluginYaml: LOGS_PLUGIN,
         socketName: 'logs.sock',
         args,
-        env: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`, ARGOCD_CMP_SERVER_LOGLEVEL: '', ARGOCD_CMP_SERVER_LOGFORMAT: '', ...env },
+        env: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`, ARGOCD_CMP_SERVER_LOGLEVEL: '', ARGOCD_CMP_SERVER_LOGFORMAT: '', ARGOCD_LOG_FORMAT_TIMESTAMP: '', ...env },
       });
       const closed = once(proxy.proc, 'close');
       await until(() => proxy.stderr().includes(NO_HTTP), 10_000, 'the listen failure record');
@@ -259,22 +264,29 @@ describe('log format and level: --logformat/--loglevel and ARGOCD_CMP_SERVER_LOG
   }
   const WARN_MSG = 'Redis is not reachable yet; requests fail with UNAVAILABLE until it is';
 
-  test('neither set: JSON lines at info (info and error shown)', async () => {
+  test('neither set: JSON lines at info (info and error shown), logrus-shaped: string level, RFC3339 time, msg', async () => {
     const logs = json(await standaloneLogs({}));
-    assert.deepEqual(logs.filter(l => l.level === 30 && ['serving', 'shutting down', 'stopped'].includes(l.msg)).map(l => l.msg), ['serving', 'shutting down', 'stopped']);
-    assert.ok(logs.some(l => l.level === 50 && l.msg.startsWith(NO_HTTP)));
+    for (const l of logs) {
+      assert.ok(ORDER.includes(l.level), `level ${JSON.stringify(l.level)}`);
+      assert.match(l.time, RFC3339_SECONDS);
+      assert.equal(typeof l.msg, 'string');
+    }
+    assert.deepEqual(logs.filter(l => l.level === 'info' && ['serving', 'shutting down', 'stopped'].includes(l.msg)).map(l => l.msg), ['serving', 'shutting down', 'stopped']);
+    assert.ok(logs.some(l => l.level === 'error' && l.msg.startsWith(NO_HTTP)));
   });
 
   test('neither set: debug records hidden (none before the warn that follows them)', async () => {
     const stderr = await deadRedisLogs({}, [], s => s.includes(WARN_MSG));
     const logs = json(stderr);
-    assert.deepEqual(logs.filter(l => l.level < 30).map(l => l.msg), []);
+    assert.deepEqual(logs.filter(l => below(l, 'info')).map(l => l.msg), []);
+    // The warn record is logrus's `warning`.
+    assert.ok(logs.some(l => l.level === 'warning' && l.msg === WARN_MSG), stderr);
   });
 
   test('env ARGOCD_CMP_SERVER_LOGLEVEL=warn: info records hidden, error shown', async () => {
     const logs = json(await standaloneLogs({ ARGOCD_CMP_SERVER_LOGLEVEL: 'warn' }));
-    assert.ok(logs.some(l => l.level === 50 && l.msg.startsWith(NO_HTTP)));
-    assert.deepEqual(logs.filter(l => l.level < 40).map(l => l.msg), [], 'records below warn');
+    assert.ok(logs.some(l => l.level === 'error' && l.msg.startsWith(NO_HTTP)));
+    assert.deepEqual(logs.filter(l => below(l, 'warning')).map(l => l.msg), [], 'records below warn');
   });
 
   test('env ARGOCD_CMP_SERVER_LOGFORMAT=text: plain text lines, none of them JSON', async () => {
@@ -284,24 +296,34 @@ describe('log format and level: --logformat/--loglevel and ARGOCD_CMP_SERVER_LOG
       assert.match(l, TEXT_LINE);
       assert.throws(() => JSON.parse(l), SyntaxError);
     }
-    assert.ok(all.some(l => / info serving socket="/.test(l)), all.join('\n'));
-    assert.ok(all.some(l => l.includes(` error ${NO_HTTP}`)), all.join('\n'));
+    assert.ok(all.some(l => / level=info msg=serving [^\n]*socket=\/\S+\.sock/.test(l)), all.join('\n'));
+    assert.ok(all.some(l => l.includes(` level=error msg="${NO_HTTP}`)), all.join('\n'));
   });
 
   test('env ARGOCD_CMP_SERVER_LOGLEVEL=debug: debug records shown', async () => {
-    const stderr = await deadRedisLogs({ ARGOCD_CMP_SERVER_LOGLEVEL: 'debug' }, [], s => s.includes(WARN_MSG) && s.includes('"level":20'));
-    assert.ok(json(stderr).some(l => l.level === 20 && l.msg === 'redis connection error'));
+    const stderr = await deadRedisLogs({ ARGOCD_CMP_SERVER_LOGLEVEL: 'debug' }, [], s => s.includes(WARN_MSG) && s.includes('"level":"debug"'));
+    assert.ok(json(stderr).some(l => l.level === 'debug' && l.msg === 'redis connection error'));
   });
 
   test('flags alone: --logformat text --loglevel debug', async () => {
-    const stderr = await deadRedisLogs({}, ['--logformat', 'text', '--loglevel', 'debug'], s => / debug redis connection error err=/.test(s));
+    const stderr = await deadRedisLogs({}, ['--logformat', 'text', '--loglevel', 'debug'], s => / level=debug msg="redis connection error" [^\n]*err=/.test(s));
     for (const l of records(stderr)) assert.match(l, TEXT_LINE);
   });
 
   test('flags win over the env: --logformat json --loglevel warn over ARGOCD_CMP_SERVER_LOGFORMAT=text, _LOGLEVEL=debug', async () => {
     const logs = json(await standaloneLogs({ ARGOCD_CMP_SERVER_LOGFORMAT: 'text', ARGOCD_CMP_SERVER_LOGLEVEL: 'debug' }, ['--logformat', 'json', '--loglevel', 'warn']));
-    assert.ok(logs.some(l => l.level === 50 && l.msg.startsWith(NO_HTTP)));
-    assert.deepEqual(logs.filter(l => l.level < 40).map(l => l.msg), [], 'records below warn');
+    assert.ok(logs.some(l => l.level === 'error' && l.msg.startsWith(NO_HTTP)));
+    assert.deepEqual(logs.filter(l => below(l, 'warning')).map(l => l.msg), [], 'records below warn');
+  });
+
+  test('ARGOCD_LOG_FORMAT_TIMESTAMP: the Go layout of `time`, in JSON and text', async () => {
+    // RFC3339 with milliseconds (Argo users set `log.format.timestamp` in argocd-cmd-params-cm).
+    const MILLIS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d\d:\d\d)$/;
+    const logs = json(await standaloneLogs({ ARGOCD_LOG_FORMAT_TIMESTAMP: '2006-01-02T15:04:05.000Z07:00' }));
+    assert.ok(logs.length >= 4);
+    for (const l of logs) assert.match(l.time, MILLIS);
+    const text = records(await standaloneLogs({ ARGOCD_CMP_SERVER_LOGFORMAT: 'text', ARGOCD_LOG_FORMAT_TIMESTAMP: '02/01/2006 15:04' }));
+    for (const l of text) assert.match(l, /^time="\d\d\/\d\d\/\d{4} \d\d:\d\d" level=/);
   });
 });
 

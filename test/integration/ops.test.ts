@@ -102,7 +102,9 @@ describe('operations: standalone proxy', () => {
     assert.equal(m.get('cmp_offload_concurrency_in_use'), 0);
     assert.equal(m.get('cmp_offload_inflight_requests'), 0);
     assert.equal(m.get('cmp_offload_info{role="proxy",plugin="ops",mode="standalone"}'), 1);
-    assert.ok(m.get('cmp_offload_process_resident_memory_bytes')! > 0);
+    assert.ok(m.get('process_resident_memory_bytes')! > 0, 'prom-client\'s process metrics, unprefixed');
+    assert.ok(m.get('nodejs_eventloop_lag_seconds') !== undefined, 'prom-client\'s runtime metrics, unprefixed');
+    assert.equal([...m.keys()].filter(k => /^cmp_offload_(process|nodejs)_/.test(k)).length, 0);
   });
 
   test('each request logs one JSON line with plugin, app, rpc, cache, outcome and stage durations, and no env value', async () => {

@@ -24,9 +24,15 @@ function exportedSeries(): Set<string> {
 
 test('the Grafana dashboard references only metric names the code exports', () => {
   const exported = exportedSeries();
-  const used = new Set(exprs.flatMap(e => e.match(/\bcmp_offload_[a-z_]+/g) ?? []));
+  const used = new Set(exprs.flatMap(e => e.match(/\b(cmp_offload|process|nodejs)_[a-z_]+/g) ?? []));
   assert.ok(used.size >= 15, `only ${used.size} metrics on the dashboard`);
   for (const name of used) assert.ok(exported.has(name), `dashboard uses ${name}, which is not exported`);
+});
+
+test('the memory panel selects our processes only (the repo-server exports process_* too)', () => {
+  const memory = exprs.filter(e => e.includes('process_resident_memory_bytes'));
+  assert.equal(memory.length, 1);
+  assert.match(memory[0]!, /\* on \(namespace, pod, instance\) group_left \(\) cmp_offload_info\b/);
 });
 
 test('the dashboard shows every family the issue asks for', () => {
@@ -46,8 +52,13 @@ test('the dashboard shows every family the issue asks for', () => {
   }
 });
 
-test('every exported metric follows the naming rules: cmp_offload_ prefix, units in counters and histograms', () => {
-  for (const name of metricNames()) assert.match(name, /^cmp_offload_[a-z0-9_]+$/);
+test('every exported metric follows the naming rules: cmp_offload_ prefix (the prom-client defaults unprefixed), units in counters and histograms', () => {
+  for (const name of metricNames()) assert.match(name, /^(cmp_offload_[a-z0-9_]+|process_[a-z0-9_]+|nodejs_[a-z0-9_]+)$/);
+  // Generic Node.js and process dashboards look these up by their usual names.
+  for (const name of ['process_resident_memory_bytes', 'process_cpu_seconds_total', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes']) {
+    assert.ok(metricNames().includes(name), `${name} is not exported`);
+  }
+  assert.deepEqual(metricNames().filter(n => /^cmp_offload_(process|nodejs)_/.test(n)), []);
   for (const m of registry.getMetricsAsArray()) {
     const type = (m as unknown as { type: string }).type;
     if (type === 'counter') assert.match(m.name, /_total$/, m.name);
