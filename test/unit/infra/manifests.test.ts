@@ -602,3 +602,78 @@ test('kubectl kustomize renders the egress component and the documented patches 
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
+
+/** Every Prometheus Operator object we ship (ServiceMonitors, PodMonitors, the PrometheusRule). */
+const monitoringObjects = () => resources().filter(d => d.obj.apiVersion === 'monitoring.coreos.com/v1');
+
+test('PodMonitors select the worker and repo-server pods by their template labels and scrape named container ports', () => {
+  const monitors = resources().filter(d => d.obj.kind === 'PodMonitor').map(d => d.obj);
+  assert.equal(monitors.length, 2);
+  const pods = [worker(), patchedRepoServer()];
+  for (const m of monitors) {
+    const pod: Obj | undefined = pods.find(d => Object.entries(m.spec.selector.matchLabels).every(([k, v]) => d.spec.template.metadata.labels?.[k] === v));
+    assert.ok(pod, `${m.metadata.name} selects no pod of ours`);
+    for (const e of m.spec.podMetricsEndpoints) {
+      const ours: Obj[] = pod.spec.template.spec.containers.filter((c: Obj) => (c.ports ?? []).some((p: Obj) => p.name === e.port));
+      assert.equal(ours.length, 1, `${m.metadata.name}: port ${e.port} is not one container's`);
+      assert.ok(['worker', 'cmp-offload'].includes(ours[0]!.name), `${m.metadata.name} scrapes ${ours[0]!.name}`);
+      assert.equal(e.path, '/metrics');
+    }
+  }
+});
+
+test('every Prometheus Operator object carries the same release label, the one docs/operations.md tells how to change', () => {
+  const objs = monitoringObjects();
+  assert.deepEqual(objs.map(d => d.obj.kind).sort(), ['PodMonitor', 'PodMonitor', 'PrometheusRule', 'ServiceMonitor', 'ServiceMonitor']);
+  const releases = new Set(objs.map(d => d.obj.metadata.labels?.release));
+  assert.deepEqual([...releases], ['kube-prometheus-stack'], 'one release label on all');
+  const patch = releasePatch();
+  assert.equal(patch.target.labelSelector, `release=${[...releases][0]}`);
+});
+
+/** The `patches` entry of docs/operations.md, 3.5, that sets the release label. */
+function releasePatch(): Obj {
+  const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
+  const section = ops.slice(ops.indexOf('### 3.5 Prometheus Operator'), ops.indexOf('## 4. Sizing'));
+  const yaml = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+  assert.ok(yaml, 'docs/operations.md 3.5 has no YAML patch');
+  const doc = load(yaml) as Obj;
+  assert.equal(doc.patches.length, 1);
+  return doc.patches[0];
+}
+
+test('the Grafana component generates its ConfigMap from the one dashboard file', () => {
+  const k = load(fs.readFileSync(path.join(REPO_ROOT, 'infra/grafana/kustomization.yaml'), 'utf8')) as Obj;
+  assert.equal(k.kind, 'Component');
+  assert.deepEqual(k.configMapGenerator.map((g: Obj) => [g.name, g.files, g.options.labels]), [
+    ['cmp-offload-dashboard', ['cmp-offload-dashboard.json'], { grafana_dashboard: '1' }],
+  ]);
+  const jsons = walk(path.join(REPO_ROOT, 'infra'), /\.json$/).map(f => path.relative(REPO_ROOT, f));
+  assert.deepEqual(jsons, ['infra/grafana/cmp-offload-dashboard.json'], 'one dashboard file, no copy');
+});
+
+test('kubectl kustomize renders the monitoring components, the dashboard ConfigMap and the documented release patch (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-kustomize-'));
+  try {
+    fs.writeFileSync(path.join(tmp, 'repo-server.yaml'), JSON.stringify(argoRepoServer()));
+    const rel = (p: string) => path.relative(tmp, path.join(KUSTOMIZE, p));
+    const components = [rel('components/repo-server-sidecar'), rel('components/service-monitor'), rel('components/pod-monitor'), rel('components/alerts'), rel('../grafana')];
+    const render = (patches: Obj[]) => {
+      fs.writeFileSync(path.join(tmp, 'kustomization.yaml'), JSON.stringify({ resources: ['repo-server.yaml', rel('base')], components, patches }));
+      return loadAll(execFileSync('kubectl', ['kustomize', tmp], { encoding: 'utf8' })) as Obj[];
+    };
+    const plain = render([]);
+    const cm = plain.find(o => o.kind === 'ConfigMap' && o.metadata.name === 'cmp-offload-dashboard');
+    assert.ok(cm, 'no dashboard ConfigMap');
+    assert.equal(cm.metadata.labels.grafana_dashboard, '1');
+    assert.equal(cm.data['cmp-offload-dashboard.json'], fs.readFileSync(path.join(REPO_ROOT, 'infra/grafana/cmp-offload-dashboard.json'), 'utf8'));
+    const patch = releasePatch();
+    const patched = render([patch]).filter(o => o.apiVersion === 'monitoring.coreos.com/v1');
+    assert.deepEqual(patched.map(o => o.kind).sort(), ['PodMonitor', 'PodMonitor', 'PrometheusRule', 'ServiceMonitor', 'ServiceMonitor']);
+    const wanted = (load(patch.patch) as Obj[])[0]!.value;
+    for (const o of patched) assert.equal(o.metadata.labels.release, wanted, `${o.kind} ${o.metadata.name}`);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
