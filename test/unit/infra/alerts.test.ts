@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -7,6 +9,7 @@ import { registry } from '../../../cmp/observe/metrics.js';
 import { STAGES } from '../../../cmp/observe/stages.js';
 import { QUEUE_STATES } from '../../../cmp/observe/queue-depth.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
+import { dump } from 'js-yaml';
 import { one, type Obj } from './infra-files.js';
 
 /**
@@ -276,4 +279,30 @@ test('every alert has a runbook section in docs/operations.md, and its runbook_u
     const section = ops.split(new RegExp(`^#{2,4} ${a.alert}$`, 'm'))[1]!.split(/^#{2,4} /m)[0]!;
     assert.ok(section.trim().length > 80, `${a.alert}: the runbook section is nearly empty`);
   }
+});
+
+/** Prometheus' own rule checker, when installed (Debian: package prometheus; it is not in CI). */
+const promtool = process.env.PROMTOOL ?? 'promtool';
+const promtoolMissing = spawnSync(promtool, ['--version'], { encoding: 'utf8' }).status !== 0;
+
+/** `promtool check rules` on the groups of a PrometheusRule: its exit status and output. */
+function promtoolCheck(r: Obj): { status: number | null; out: string } {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-rules-'));
+  try {
+    const file = path.join(tmp, 'rules.yaml');
+    fs.writeFileSync(file, dump({ groups: r.spec.groups }));
+    const res = spawnSync(promtool, ['check', 'rules', file], { encoding: 'utf8' });
+    return { status: res.status, out: res.stdout + res.stderr };
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+test('promtool parses every expression and annotation template (skipped without promtool; PROMTOOL= names it)', { skip: promtoolMissing && 'promtool is not installed' }, () => {
+  const ok = promtoolCheck(rule());
+  assert.equal(ok.status, 0, ok.out);
+  assert.match(ok.out, new RegExp(`SUCCESS: ${alerts().length} rules found`));
+  const bad = rule();
+  bad.spec.groups[0].rules[0].expr = 'sum by (namespace (cmp_offload_queue_jobs)';
+  assert.notEqual(promtoolCheck(bad).status, 0, 'promtool accepted a broken expression');
 });
