@@ -306,3 +306,70 @@ test('promtool parses every expression and annotation template (skipped without 
   bad.spec.groups[0].rules[0].expr = 'sum by (namespace (cmp_offload_queue_jobs)';
   assert.notEqual(promtoolCheck(bad).status, 0, 'promtool accepted a broken expression');
 });
+
+/** `promtool test rules` on the rules with the given unit tests (Prometheus' rule_files format). */
+function promtoolTest(r: Obj, tests: Obj[]): { status: number | null; out: string } {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-rules-'));
+  try {
+    fs.writeFileSync(path.join(tmp, 'rules.yaml'), dump({ groups: r.spec.groups }));
+    fs.writeFileSync(path.join(tmp, 'test.yaml'), dump({ rule_files: ['rules.yaml'], evaluation_interval: '1m', tests }));
+    const res = spawnSync(promtool, ['test', 'rules', 'test.yaml'], { encoding: 'utf8', cwd: tmp });
+    return { status: res.status, out: res.stdout + res.stderr };
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+test('promtool: scale-to-zero stuck fires with jobs waiting and no worker, not with one; Redis disconnected fires per pod (skipped without promtool)', { skip: promtoolMissing && 'promtool is not installed' }, () => {
+  const proxy = 'namespace="argocd",pod="repo-0"';
+  const tests = [
+    {
+      interval: '1m',
+      input_series: [
+        { series: `cmp_offload_queue_jobs{${proxy},queue="p",state="wait"}`, values: '3x15' },
+        { series: `cmp_offload_queue_jobs{${proxy},queue="p",state="active"}`, values: '0x15' },
+        { series: `cmp_offload_info{${proxy},role="proxy",plugin="p",mode="distributed"}`, values: '1x15' },
+        { series: `cmp_offload_redis_connected{${proxy}}`, values: '1 1 1 0x12' },
+      ],
+      alert_rule_test: [
+        { eval_time: '2m', alertname: 'CmpOffloadScaleToZeroStuck', exp_alerts: [] },
+        {
+          eval_time: '5m',
+          alertname: 'CmpOffloadScaleToZeroStuck',
+          exp_alerts: [
+            {
+              exp_labels: { severity: 'critical', namespace: 'argocd' },
+              exp_annotations: { runbook_url: 'docs/operations.md#cmpoffloadscaletozerostuck', summary: '3 cmp-offload jobs wait in namespace argocd and no worker runs' },
+            },
+          ],
+        },
+        { eval_time: '4m', alertname: 'CmpOffloadRedisDisconnected', exp_alerts: [] },
+        {
+          eval_time: '12m',
+          alertname: 'CmpOffloadRedisDisconnected',
+          exp_alerts: [
+            {
+              exp_labels: { severity: 'critical', namespace: 'argocd', pod: 'repo-0' },
+              exp_annotations: { runbook_url: 'docs/operations.md#cmpoffloadredisdisconnected', summary: 'repo-0 has not been connected to Redis for 4 minutes' },
+            },
+          ],
+        },
+      ],
+    },
+    {
+      interval: '1m',
+      input_series: [
+        { series: `cmp_offload_queue_jobs{${proxy},queue="p",state="wait"}`, values: '3x15' },
+        { series: 'cmp_offload_info{namespace="argocd",pod="worker-0",role="worker",plugin="p",mode="distributed"}', values: '1x15' },
+      ],
+      alert_rule_test: [{ eval_time: '10m', alertname: 'CmpOffloadScaleToZeroStuck', exp_alerts: [] }],
+    },
+  ];
+  const res = promtoolTest(rule(), tests);
+  assert.equal(res.status, 0, res.out);
+  // The same tests fail when the rule loses its "no worker" condition.
+  const broken = rule();
+  const stuck = alerts(broken).find(a => a.alert === 'CmpOffloadScaleToZeroStuck')!;
+  stuck.expr = stuck.expr.replace(/unless[\s\S]*$/, '');
+  assert.notEqual(promtoolTest(broken, tests).status, 0, 'the unit tests pass without the no-worker condition');
+});
