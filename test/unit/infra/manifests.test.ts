@@ -13,7 +13,7 @@ import { ScaledObject, TriggerAuthentication } from '@kubernetes-models/keda/ked
 import { compileOptions, DEFAULT_CONFIG_DIR, DEFAULT_HTTP_ADDR, DEFAULT_SOCKET_DIR } from '../../../cmp/config/options.js';
 import { parseGoDuration } from '../../../cmp/config/go-duration.js';
 import { parsePluginConfig, socketFileName } from '../../../cmp/config/plugin-config.js';
-import { bullmqKey } from '../../../cmp/observe/queue-depth.js';
+import { bullmqKey, QUEUE_STATES } from '../../../cmp/observe/queue-depth.js';
 import { queueNameOf } from '../../../cmp/queue/keys.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
 import { allDocs, argoRepoServer, docsOf, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
@@ -263,22 +263,51 @@ test('the runner container holds no credential, shares only the socket with the 
   assert.equal(ro.http, undefined, 'the runner listens on no port');
 });
 
-test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritized + active', () => {
+test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritized + delayed + active', () => {
   const so = one('base/worker-scaledobject.yaml', 'ScaledObject');
   const queue = queueNameOf(socketFileName(pluginConfig()));
   const prefix = compileOptions({ CMP_OFFLOAD_REDIS_URL: 'redis://r:6379' }).redis!.prefix;
   const byName = Object.fromEntries(so.spec.triggers.map((t: Obj) => [t.name, t]));
-  for (const state of ['wait', 'prioritized', 'active'] as const) {
+  assert.deepEqual(Object.keys(byName).sort(), Object.keys(QUEUE_STATES).sort(), 'one trigger per queue state the code counts');
+  for (const state of Object.keys(QUEUE_STATES) as (keyof typeof QUEUE_STATES)[]) {
     assert.equal(byName[state]?.type, 'redis');
     assert.equal(byName[state].metadata.listName, bullmqKey(prefix, queue, state));
     assert.equal(byName[state].authenticationRef.name, one('base/redis-triggerauthentication.yaml', 'TriggerAuthentication').metadata.name);
-    assert.equal(byName[state].metadata.address, 'cmp-offload-redis.argocd.svc.cluster.local:6379');
   }
-  assert.equal(so.spec.advanced.scalingModifiers.formula, 'wait + prioritized + active');
+  assert.equal(so.spec.advanced.scalingModifiers.formula, 'wait + prioritized + delayed + active');
   const concurrency = envOf(worker().spec.template.spec.containers[0]).CMP_OFFLOAD_CONCURRENCY;
   assert.equal(so.spec.advanced.scalingModifiers.target, concurrency, 'target per pod = worker concurrency');
   assert.equal(so.spec.scaleTargetRef.name, worker().metadata.name);
   assert.equal(one('base/redis-service.yaml', 'Service').metadata.name, 'cmp-offload-redis');
+});
+
+/** KEDA's redis scalers' connection parameters a TriggerAuthentication may carry (redis_scaler.go, typed config `authParams`). */
+const KEDA_REDIS_AUTH_PARAMS = new Set(['address', 'addresses', 'host', 'hosts', 'port', 'ports', 'username', 'password', 'sentinelUsername', 'sentinelPassword', 'sentinelMaster', 'tls', 'ca', 'cert', 'key', 'keyPassword']);
+const CONNECTION_METADATA = ['address', 'addresses', 'host', 'hosts', 'port', 'ports', 'addressFromEnv', 'addressesFromEnv', 'hostFromEnv', 'portFromEnv', 'username', 'password', 'usernameFromEnv', 'passwordFromEnv', 'enableTLS'];
+
+test('KEDA without traps: no replicas on the worker, one Secret for Redis (address, user, password, TLS), an explicit database index, no cluster domain', () => {
+  assert.equal(worker().spec.replicas, undefined, 'KEDA owns the replicas: a value here fights the HPA on every sync');
+  const auth = one('base/redis-triggerauthentication.yaml', 'TriggerAuthentication');
+  const urlRef = worker().spec.template.spec.containers[0].env.find((e: Obj) => e.name === 'CMP_OFFLOAD_REDIS_URL').valueFrom.secretKeyRef;
+  const params = Object.fromEntries(auth.spec.secretTargetRef.map((r: Obj) => [r.parameter, r]));
+  for (const p of ['address', 'username', 'password', 'tls']) {
+    assert.ok(params[p], `the TriggerAuthentication gives KEDA no ${p}`);
+    assert.equal(params[p].name, urlRef.name, `${p} comes from another Secret than the workers' URL`);
+  }
+  for (const p of Object.keys(params)) assert.ok(KEDA_REDIS_AUTH_PARAMS.has(p), `KEDA's redis scaler takes no auth parameter ${p}`);
+  assert.equal(sidecar().env.find((e: Obj) => e.name === 'CMP_OFFLOAD_REDIS_URL').valueFrom.secretKeyRef.name, urlRef.name);
+  const scaledObjects: [string, Obj][] = [
+    ['base', one('base/worker-scaledobject.yaml', 'ScaledObject')],
+    ...(['redis-sentinel', 'redis-cluster'] as const).map(o => [o, one(`overlays/${o}/scaledobject-patch.yaml`, 'ScaledObject')] as [string, Obj]),
+  ];
+  for (const [where, so] of scaledObjects) {
+    for (const t of so.spec.triggers) {
+      for (const k of CONNECTION_METADATA) assert.equal(t.metadata[k], undefined, `${where} ${t.name}: ${k} belongs in the Secret, not the trigger`);
+      // KEDA reads the database index from the trigger only; an implicit 0 hides a URL's /<db>.
+      if (t.type !== 'redis-cluster') assert.equal(t.metadata.databaseIndex, '0', `${where} ${t.name}: databaseIndex must be explicit`);
+    }
+  }
+  for (const d of resources()) assert.doesNotMatch(JSON.stringify(d.obj), /\.svc\.cluster\.local|\.svc\b/, `${d.file}: a hard-coded cluster domain`);
 });
 
 /**
@@ -304,27 +333,25 @@ test('the Sentinel and Cluster overlays scale on the same BullMQ keys with KEDA\
     const so = replaceLists(base, one(`overlays/${overlay}/scaledobject-patch.yaml`, 'ScaledObject'));
     assert.doesNotThrow(() => validate(so), overlay);
     assert.deepEqual(so.spec.advanced, base.spec.advanced, `${overlay}: same formula and target`);
-    assert.deepEqual(so.spec.triggers.map((t: Obj) => t.name), ['wait', 'prioritized', 'active'], overlay);
-    const addresses = new Set<string>();
+    assert.deepEqual(so.spec.triggers.map((t: Obj) => t.name), base.spec.triggers.map((t: Obj) => t.name), overlay);
+    // The overlays' comments give the Secret's keys: the URL and, for KEDA, the same hosts as `address`.
+    const comment = fs.readFileSync(path.join(KUSTOMIZE, `overlays/${overlay}/kustomization.yaml`), 'utf8');
+    const url: string = /^#\s+url: (\S+)/m.exec(comment)?.[1] ?? '';
+    const keda: string = /^#\s+address: (\S+)/m.exec(comment)?.[1] ?? '';
+    assert.ok(url, `${overlay}: no url in the kustomization's comment`);
+    assert.ok(keda, `${overlay}: no address in the kustomization's comment`);
     for (const t of so.spec.triggers) {
       assert.equal(t.type, type, `${overlay} ${t.name}`);
       assert.equal(t.authenticationRef.name, auth);
-      assert.equal(t.metadata.address, undefined, `${overlay}: a leftover single-Redis address`);
-      addresses.add(t.metadata.addresses);
+      assert.equal(t.metadata.address ?? t.metadata.addresses, undefined, `${overlay}: an address in the trigger, not the Secret`);
       // The URL form of proxy, worker and CLI, with the same hosts, names the same keys.
-      const url = type === 'redis-sentinel' ? `redis+sentinel://${t.metadata.addresses}/${t.metadata.sentinelMaster}` : `redis+cluster://${t.metadata.addresses}`;
-      const ro = compileOptions({ CMP_OFFLOAD_REDIS_URL: url }).redis!;
+      const kedaUrl: string = type === 'redis-sentinel' ? `redis+sentinel://${keda}/${t.metadata.sentinelMaster}` : `redis+cluster://${keda}`;
+      const ro = compileOptions({ CMP_OFFLOAD_REDIS_URL: kedaUrl }).redis!;
       assert.equal(ro.target.kind, type === 'redis-sentinel' ? 'sentinel' : 'cluster');
       assert.equal(t.metadata.listName, bullmqKey(ro.prefix, queue, t.name), `${overlay} ${t.name}`);
     }
-    assert.equal(addresses.size, 1, `${overlay}: every trigger reads the same Redis`);
-    // The overlays' comments give the Secret's URL with the same hosts as KEDA's addresses.
-    const comment = fs.readFileSync(path.join(KUSTOMIZE, `overlays/${overlay}/kustomization.yaml`), 'utf8');
-    const url = /^#\s+url: (\S+)/m.exec(comment)?.[1];
-    assert.ok(url, `${overlay}: no url in the kustomization's comment`);
     const target = compileOptions({ CMP_OFFLOAD_REDIS_URL: url.replace(/<[^>]+>/g, 'x').replace('[x:]', '') }).redis!.target;
     const hosts = (target.kind === 'sentinel' ? target.sentinels : target.kind === 'cluster' ? target.nodes : []).map(h => `${h.host}:${h.port}`);
-    const keda = [...addresses][0]!;
     if (type === 'redis-cluster') assert.ok(hosts.every(h => keda.split(',').includes(h)), `${overlay}: ${hosts}`);
     else assert.equal(hosts.join(','), keda, overlay);
   }
@@ -526,8 +553,8 @@ test('kubectl kustomize renders the Sentinel and Cluster overlays (kubectl 1.21+
     assert.deepEqual(out.filter(o => o.metadata.name === 'cmp-offload-redis').map(o => o.kind), ['TriggerAuthentication'], `${overlay}: only KEDA's credentials are left of the bundled Redis`);
     const so = out.find(o => o.kind === 'ScaledObject')!;
     validate(so);
-    assert.deepEqual(so.spec.triggers.map((t: Obj) => t.type), [type, type, type]);
-    assert.ok(so.spec.triggers.every((t: Obj) => t.metadata.address === undefined && t.metadata.addresses), overlay);
+    assert.deepEqual(so.spec.triggers.map((t: Obj) => t.type), [type, type, type, type]);
+    assert.ok(so.spec.triggers.every((t: Obj) => t.metadata.address === undefined && t.metadata.addresses === undefined), overlay);
     const np = out.find(o => o.kind === 'NetworkPolicy' && o.metadata.name === 'cmp-offload-worker')!;
     assert.equal(np.spec.egress.length, 2);
     assert.ok(out.some(o => o.kind === 'Deployment' && o.metadata.name === 'cmp-offload-worker'));
@@ -571,6 +598,81 @@ test('kubectl kustomize renders the egress component and the documented patches 
     // The other narrows HTTPS egress to given CIDRs.
     const https = policies.get('cmp-offload-worker-egress-https')!;
     assert.deepEqual(https.spec.egress, [{ to: [{ ipBlock: { cidr: '10.20.0.0/16' } }, { ipBlock: { cidr: '203.0.113.7/32' } }], ports: [{ port: 443, protocol: 'TCP' }] }]);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+/** Every Prometheus Operator object we ship (ServiceMonitors, PodMonitors, the PrometheusRule). */
+const monitoringObjects = () => resources().filter(d => d.obj.apiVersion === 'monitoring.coreos.com/v1');
+
+test('PodMonitors select the worker and repo-server pods by their template labels and scrape named container ports', () => {
+  const monitors = resources().filter(d => d.obj.kind === 'PodMonitor').map(d => d.obj);
+  assert.equal(monitors.length, 2);
+  const pods = [worker(), patchedRepoServer()];
+  for (const m of monitors) {
+    const pod: Obj | undefined = pods.find(d => Object.entries(m.spec.selector.matchLabels).every(([k, v]) => d.spec.template.metadata.labels?.[k] === v));
+    assert.ok(pod, `${m.metadata.name} selects no pod of ours`);
+    for (const e of m.spec.podMetricsEndpoints) {
+      const ours: Obj[] = pod.spec.template.spec.containers.filter((c: Obj) => (c.ports ?? []).some((p: Obj) => p.name === e.port));
+      assert.equal(ours.length, 1, `${m.metadata.name}: port ${e.port} is not one container's`);
+      assert.ok(['worker', 'cmp-offload'].includes(ours[0]!.name), `${m.metadata.name} scrapes ${ours[0]!.name}`);
+      assert.equal(e.path, '/metrics');
+    }
+  }
+});
+
+test('every Prometheus Operator object carries the same release label, the one docs/operations.md tells how to change', () => {
+  const objs = monitoringObjects();
+  assert.deepEqual(objs.map(d => d.obj.kind).sort(), ['PodMonitor', 'PodMonitor', 'PrometheusRule', 'ServiceMonitor', 'ServiceMonitor']);
+  const releases = new Set(objs.map(d => d.obj.metadata.labels?.release));
+  assert.deepEqual([...releases], ['kube-prometheus-stack'], 'one release label on all');
+  const patch = releasePatch();
+  assert.equal(patch.target.labelSelector, `release=${[...releases][0]}`);
+});
+
+/** The `patches` entry of docs/operations.md, 3.5, that sets the release label. */
+function releasePatch(): Obj {
+  const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
+  const section = ops.slice(ops.indexOf('### 3.5 Prometheus Operator'), ops.indexOf('## 4. Sizing'));
+  const yaml = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+  assert.ok(yaml, 'docs/operations.md 3.5 has no YAML patch');
+  const doc = load(yaml) as Obj;
+  assert.equal(doc.patches.length, 1);
+  return doc.patches[0];
+}
+
+test('the Grafana component generates its ConfigMap from the one dashboard file', () => {
+  const k = load(fs.readFileSync(path.join(REPO_ROOT, 'infra/grafana/kustomization.yaml'), 'utf8')) as Obj;
+  assert.equal(k.kind, 'Component');
+  assert.deepEqual(k.configMapGenerator.map((g: Obj) => [g.name, g.files, g.options.labels]), [
+    ['cmp-offload-dashboard', ['cmp-offload-dashboard.json'], { grafana_dashboard: '1' }],
+  ]);
+  const jsons = walk(path.join(REPO_ROOT, 'infra'), /\.json$/).map(f => path.relative(REPO_ROOT, f));
+  assert.deepEqual(jsons, ['infra/grafana/cmp-offload-dashboard.json'], 'one dashboard file, no copy');
+});
+
+test('kubectl kustomize renders the monitoring components, the dashboard ConfigMap and the documented release patch (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-kustomize-'));
+  try {
+    fs.writeFileSync(path.join(tmp, 'repo-server.yaml'), JSON.stringify(argoRepoServer()));
+    const rel = (p: string) => path.relative(tmp, path.join(KUSTOMIZE, p));
+    const components = [rel('components/repo-server-sidecar'), rel('components/service-monitor'), rel('components/pod-monitor'), rel('components/alerts'), rel('../grafana')];
+    const render = (patches: Obj[]) => {
+      fs.writeFileSync(path.join(tmp, 'kustomization.yaml'), JSON.stringify({ resources: ['repo-server.yaml', rel('base')], components, patches }));
+      return loadAll(execFileSync('kubectl', ['kustomize', tmp], { encoding: 'utf8' })) as Obj[];
+    };
+    const plain = render([]);
+    const cm = plain.find(o => o.kind === 'ConfigMap' && o.metadata.name === 'cmp-offload-dashboard');
+    assert.ok(cm, 'no dashboard ConfigMap');
+    assert.equal(cm.metadata.labels.grafana_dashboard, '1');
+    assert.equal(cm.data['cmp-offload-dashboard.json'], fs.readFileSync(path.join(REPO_ROOT, 'infra/grafana/cmp-offload-dashboard.json'), 'utf8'));
+    const patch = releasePatch();
+    const patched = render([patch]).filter(o => o.apiVersion === 'monitoring.coreos.com/v1');
+    assert.deepEqual(patched.map(o => o.kind).sort(), ['PodMonitor', 'PodMonitor', 'PrometheusRule', 'ServiceMonitor', 'ServiceMonitor']);
+    const wanted = (load(patch.patch) as Obj[])[0]!.value;
+    for (const o of patched) assert.equal(o.metadata.labels.release, wanted, `${o.kind} ${o.metadata.name}`);
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
