@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,6 +16,7 @@ import { parsePluginConfig, socketFileName } from '../../../cmp/config/plugin-co
 import { bullmqKey, QUEUE_STATES } from '../../../cmp/observe/queue-depth.js';
 import { queueNameOf } from '../../../cmp/queue/keys.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
+import { kubectlSkip, requireKubectl } from './kubectl.js';
 import { allDocs, argoRepoServer, docsOf, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
 
 const MODELS: Record<string, new (o: any) => { validate(): void }> = {
@@ -480,36 +481,6 @@ test('ServiceMonitors select the metrics Services by label and scrape their name
   assert.ok(sidecar().ports.some((p: Obj) => p.name === proxySvc.spec.ports[0].targetPort));
 });
 
-/**
- * Why `kubectl kustomize` cannot render our overlays here, or undefined when it can. They use
- * kustomize `components` (kustomize v3.7; kubectl 1.21 embeds v4): Debian 12's kubernetes-client
- * (kubectl 1.20, kustomize v2) answers `json: unknown field "components"`.
- */
-function kubectlProblem(): string | undefined {
-  const res = spawnSync('kubectl', ['version', '--client', '-o', 'json'], { encoding: 'utf8' });
-  if (res.error || res.status !== 0) return `kubectl is not installed (${res.error?.message ?? res.stderr.trim()})`;
-  let v: { clientVersion?: { gitVersion?: string; major?: string; minor?: string }; kustomizeVersion?: string };
-  try {
-    v = JSON.parse(res.stdout);
-  } catch {
-    return `kubectl version --client -o json printed no JSON: ${res.stdout.slice(0, 200)}`;
-  }
-  // kubectl 1.24+ reports its kustomize; 1.21-1.23 embed kustomize v4 without saying so.
-  const kustomize = Number(/^v?(\d+)\./.exec(v.kustomizeVersion ?? '')?.[1] ?? 0);
-  const client = [v.clientVersion?.major, v.clientVersion?.minor].map(n => parseInt(n ?? '0', 10));
-  const recent = v.kustomizeVersion ? kustomize >= 4 : client[0]! > 1 || (client[0] === 1 && client[1]! >= 21);
-  if (!recent) {
-    return `kubectl ${v.clientVersion?.gitVersion ?? '?'} (kustomize ${v.kustomizeVersion ?? 'not reported'}) is too old: our overlays use kustomize components, which need kustomize v4+ (kubectl 1.21+)`;
-  }
-  return undefined;
-}
-const kubectlMissing = kubectlProblem();
-const inCI = process.env.CI === 'true' || process.env.CI === '1';
-// Outside CI a missing or old kubectl skips these tests; in CI it fails them (they must render).
-const kubectlSkip = !inCI && kubectlMissing;
-function requireKubectl(): void {
-  if (kubectlMissing) assert.fail(`${kubectlMissing}; CI=true requires the kustomize render tests to run (.ci/run installs kubernetes-client only when kubectl is missing, and Debian's is too old)`);
-}
 
 test('kubectl kustomize renders the base, the scale-to-zero overlay and the sidecar component (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
   requireKubectl();
