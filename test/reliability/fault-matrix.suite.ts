@@ -298,6 +298,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
       proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${proxyPort}` },
     });
     bed.attach(d);
+    const allWorkers = [...d.workers];
     const dd = d;
     client = openCmpClient(d.proxy.socketPath);
     const c = client;
@@ -351,7 +352,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
               dd.workers.splice(dd.workers.indexOf(victim), 1);
               killed.add(path.join(victim.base, 'work'));
               await victim.kill();
-              await dd.addWorker();
+              allWorkers.push(await dd.addWorker());
             }
             faultNote = `${WORKER_KILLS} workers SIGKILLed ${WORKER_KILL_EVERY_MS} ms apart, ${killsMidRun} of them mid-run`;
             break;
@@ -370,6 +371,9 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
         const start = Date.now();
         const outcome = await c.generate(markerCall(tgz, box.token, tag, { SLEEP: i % 10 === 0 ? '0.5' : '0' }, DEADLINE_MS));
         calls.push({ tag, start, ms: Date.now() - start, outcome });
+        // A lane whose call failed pauses 250 ms (the redis-restart suite: 50 ms), or fast failures during an
+        // outage would use up the cell's calls in a tight loop (and count in the hundreds).
+        if ('code' in outcome) await sleep(250);
       }
     };
     const loadStart = Date.now();
@@ -443,6 +447,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
       longestCallMs: lat[lat.length - 1] ?? 0,
       resubmissions: resubmitTotal,
       resubmissionsByCause: Object.entries(resubmitted).map(([k, v]) => `${k}=${v}`).join(' ') || 'none',
+      failuresByKind: failureKinds(failed.map(r => r.outcome)),
       pluginDoubleRuns: doubleRuns.length,
       fault: faultNote,
       faultMs,
@@ -454,6 +459,15 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
       findings: findings.length,
     });
     for (const f of findings) process.stdout.write(`# FINDING ${cell}: ${f}\n`);
+    // CMP_FAULT_MATRIX_LOGS=<dir>: keep the services' logs of a failing cell for diagnosis.
+    const logs = process.env.CMP_FAULT_MATRIX_LOGS;
+    if (logs && findings.length) {
+      const dir = path.join(logs, cell.replace('/', '-'));
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, 'proxy.log'), d.proxy.stderr());
+      allWorkers.forEach((w, i) => fs.writeFileSync(path.join(dir, `worker-${i}.log`), w.stderr()));
+      fs.writeFileSync(path.join(dir, 'findings.txt'), findings.join('\n') + '\n');
+    }
     assert.deepEqual(findings, [], `${cell}: invariants`);
   } finally {
     client?.close();
@@ -472,4 +486,20 @@ async function resubmissions(port: number): Promise<Map<string, number>> {
     if (m) out.set(m[1]!, v);
   }
   return out;
+}
+
+/** Failed calls counted by status and message with ids, addresses and numbers blanked. */
+function failureKinds(outcomes: RpcOutcome<ManifestResponse>[]): string {
+  const kinds = new Map<string, number>();
+  for (const o of outcomes) {
+    if (!('code' in o)) continue;
+    const text = o.details
+      .replace(/redis(\+\w+)?:\/\/\S+/g, '<url>')
+      .replace(/\b[0-9a-f]{16,}\b/g, '<id>')
+      .replace(/\d+(\.\d+)*/g, 'N')
+      .slice(0, 160);
+    const k = `${o.code} ${text}`;
+    kinds.set(k, (kinds.get(k) ?? 0) + 1);
+  }
+  return [...kinds].map(([k, n]) => `${n}x ${k}`).join(' | ') || 'none';
 }
