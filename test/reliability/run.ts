@@ -1,6 +1,6 @@
 /**
  * `npm run test:reliability [-- --reduced]`: the reliability suites (load with worker kills,
- * Redis restart, hostile input), one after the other, under node:test. `--reduced` (CI) runs
+ * Redis restart, hostile input, the fault matrix), one after the other, under node:test. `--reduced` (CI) runs
  * fewer calls with the same checks. Prints the figures each suite recorded.
  */
 import { spawnSync } from 'node:child_process';
