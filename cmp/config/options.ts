@@ -143,7 +143,7 @@ export interface RedisOptions {
   maxQueueDepth: number;
   /** CMP_OFFLOAD_MAX_INFLIGHT: requests one proxy may have queued or running at once. */
   maxInflight: number;
-  /** CMP_OFFLOAD_REDIS_TIMEOUT: connect and command timeout of the proxy's Redis calls (fail fast). */
+  /** CMP_OFFLOAD_REDIS_TIMEOUT: bound of every Redis command of ours, from when it is issued (a reconnect within it is waited out). */
   timeoutMs: number;
   /** CMP_OFFLOAD_LOCK_DURATION: BullMQ job lock; a dead worker's job is free again after it. */
   lockDurationMs: number;

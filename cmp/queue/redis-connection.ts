@@ -12,8 +12,12 @@ export type RedisClient = Redis | Cluster;
 
 /**
  * What a connection is for:
- * - `command`: the proxy's and the CLI's requests. No offline queue and short timeouts, so a
- *   call fails at once while Redis is away instead of hanging until the caller's deadline.
+ * - `command`: the proxy's, the workers' own and the CLI's requests. Every command is bounded by
+ *   CMP_OFFLOAD_REDIS_TIMEOUT from the moment it is issued, connected or not: one sent while Redis
+ *   is away waits in the offline queue for the reconnect (a restart, a Sentinel failover, a
+ *   Cluster node coming back) and fails only when that takes longer, instead of at once. A
+ *   command in flight when the connection drops is not sent again (it may have run: APPEND or
+ *   a job's Lua script must not run twice); it fails at its timeout.
  * - `blocking`: BullMQ workers and QueueEvents (long blocking reads; BullMQ requires
  *   `maxRetriesPerRequest: null` there) and pub/sub subscribers.
  * Every kind reconnects forever with a capped backoff: the service resumes by itself.
@@ -28,7 +32,9 @@ function roleOptions(opts: RedisOptions, role: ConnectionRole): IORedisOptions {
     connectionName: 'cmp-offload',
     connectTimeout: Math.max(opts.timeoutMs, 1_000),
   };
-  if (role === 'command') return { ...common, maxRetriesPerRequest: 0, commandTimeout: opts.timeoutMs };
+  if (role === 'command') {
+    return { ...common, maxRetriesPerRequest: null, autoResendUnfulfilledCommands: false, commandTimeout: opts.timeoutMs };
+  }
   return { ...common, maxRetriesPerRequest: null };
 }
 
@@ -41,7 +47,6 @@ export function connectionOptions(opts: RedisOptions, role: ConnectionRole): IOR
     ...roleOptions(opts, role),
     retryStrategy,
     lazyConnect: false,
-    ...(role === 'command' ? { enableOfflineQueue: false } : {}),
   };
   const t = opts.target;
   if (t.kind !== 'sentinel') return common;
@@ -72,7 +77,11 @@ export function clusterOptions(opts: RedisOptions, role: ConnectionRole): Cluste
   if (t.kind !== 'cluster') throw new Error('not a cluster target');
   return {
     clusterRetryStrategy: retryStrategy,
-    enableOfflineQueue: role !== 'command',
+    enableOfflineQueue: true,
+    // A slot whose master is down answers CLUSTERDOWN, retried every 100 ms: for as long as the
+    // command timeout, so that a node restart or failover within it is waited out.
+    retryDelayOnClusterDown: 100,
+    maxRedirections: 16 + Math.ceil(opts.timeoutMs / 100),
     enableReadyCheck: true,
     lazyConnect: false,
     slotsRefreshTimeout: Math.max(opts.timeoutMs, 1_000),

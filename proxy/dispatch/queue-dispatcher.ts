@@ -109,9 +109,8 @@ export class QueueDispatcher implements Dispatcher {
   }
 
   /**
-   * The BullMQ Queue on the fail-fast connection. It is made once that connection is up: its
-   * initialisation sends a command, which a connection without offline queue refuses while
-   * connecting. A failed initialisation is dropped, so the next request tries again.
+   * The BullMQ Queue on the command connection. A failed initialisation (Redis away for longer
+   * than the command timeout) is dropped, so the next request tries again.
    */
   private getQueue(): Promise<Queue> {
     if (!this.queue) {
@@ -142,7 +141,7 @@ export class QueueDispatcher implements Dispatcher {
     return withTimeout(ready, ms, () => new Error('timeout')).catch(() => false);
   }
 
-  /** The fail-fast command connection: readiness and the queue-depth gauge read it. */
+  /** The command connection: readiness and the queue-depth gauge read it. */
   get commandConnection(): RedisClient {
     return this.redis;
   }
@@ -421,13 +420,12 @@ export class QueueDispatcher implements Dispatcher {
   }
 
   /**
-   * Run a Redis step for a caller: refused at once while Redis is not connected, abandoned when
-   * the caller's context ends (with the text Go gives a command that never started), and any
-   * Redis error becomes UNAVAILABLE naming Redis.
+   * Run a Redis step for a caller: abandoned when the caller's context ends (with the text Go
+   * gives a command that never started), and any Redis error (a command not answered within
+   * CMP_OFFLOAD_REDIS_TIMEOUT, connected or not) becomes UNAVAILABLE naming Redis.
    */
   private async guard<T>(kind: RpcKind, ctx: Ctx, step: Promise<T>): Promise<T> {
     step.catch(() => {});
-    if (this.redis.status !== 'ready') throw redisUnavailable(this.ro, new Error(`connection is ${this.redis.status}`));
     const outcome = await raceAbort(
       step.then(
         value => ({ value }),
