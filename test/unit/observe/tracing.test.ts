@@ -1,0 +1,77 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { compileOptions } from '../../../cmp/config/options.js';
+import { commandName, formatTraceparent, parseTraceparent } from '../../../cmp/observe/tracing.js';
+import { REPO_ROOT } from '../../helpers/paths.js';
+
+const BASE = { ARGOCD_PLUGINSOCKFILEPATH: '/tmp' };
+
+test('tracing is off unless ARGOCD_CMP_SERVER_OTLP_ADDRESS is set', () => {
+  assert.equal(compileOptions(BASE).otlp, undefined);
+  assert.equal(compileOptions({ ...BASE, ARGOCD_CMP_SERVER_OTLP_ADDRESS: '', ARGOCD_CMP_SERVER_OTLP_INSECURE: 'false' }).otlp, undefined);
+});
+
+test("Argo CD's OTLP settings: address, insecure (default true), headers k=v, attrs k:v, with Argo's leniency", () => {
+  assert.deepEqual(compileOptions({ ...BASE, ARGOCD_CMP_SERVER_OTLP_ADDRESS: 'otel-collector:4317' }).otlp, {
+    address: 'otel-collector:4317',
+    insecure: true,
+    headers: {},
+    attrs: {},
+  });
+  const o = compileOptions({
+    ...BASE,
+    ARGOCD_CMP_SERVER_OTLP_ADDRESS: 'otel:4317',
+    ARGOCD_CMP_SERVER_OTLP_INSECURE: 'false',
+    ARGOCD_CMP_SERVER_OTLP_HEADERS: 'authorization=Bearer x=y, x-tenant=a',
+    ARGOCD_CMP_SERVER_OTLP_ATTRS: 'k8s.cluster.name:prod,team:a:b,broken',
+  }).otlp!;
+  assert.equal(o.insecure, false);
+  assert.deepEqual(o.headers, { authorization: 'Bearer x=y', 'x-tenant': 'a' });
+  assert.deepEqual(o.attrs, { 'k8s.cluster.name': 'prod', team: 'a:b' });
+  // Argo parses these with Go's ParseBool and ParseStringToStringFromEnv: invalid means the default.
+  const lenient = compileOptions({ ...BASE, ARGOCD_CMP_SERVER_OTLP_ADDRESS: 'o:4317', ARGOCD_CMP_SERVER_OTLP_INSECURE: 'nope', ARGOCD_CMP_SERVER_OTLP_HEADERS: 'a=1,b' }).otlp!;
+  assert.equal(lenient.insecure, true);
+  assert.deepEqual(lenient.headers, {});
+});
+
+test('W3C traceparent: version 00 exactly, later versions by their first fields, invalid ids refused', () => {
+  const t = '0af7651916cd43dd8448eb211c80319c';
+  const s = 'b7ad6b7169203331';
+  assert.deepEqual(parseTraceparent(`00-${t}-${s}-01`), { traceId: t, spanId: s, sampled: true });
+  assert.deepEqual(parseTraceparent(`00-${t.toUpperCase()}-${s}-00`), { traceId: t, spanId: s, sampled: false });
+  assert.deepEqual(parseTraceparent(`01-${t}-${s}-03-future`), { traceId: t, spanId: s, sampled: true });
+  for (const bad of [undefined, '', `00-${t}-${s}-01-extra`, `ff-${t}-${s}-01`, `00-${'0'.repeat(32)}-${s}-01`, `00-${t}-${'0'.repeat(16)}-01`, `00-${t}-${s}`, `00-${t}x-${s}-01`]) {
+    assert.equal(parseTraceparent(bad), undefined, String(bad));
+  }
+  assert.equal(formatTraceparent({ traceId: t, spanId: s, sampled: true }), `00-${t}-${s}-01`);
+});
+
+test("a command's span name is its argv[0] without directory, never an argument", () => {
+  assert.equal(commandName('/usr/local/bin/helmfile'), 'helmfile');
+  assert.equal(commandName('sh'), 'sh');
+  assert.equal(commandName(undefined), '');
+});
+
+test('zero cost when off: the exporter (gRPC client, OTLP schema) is only ever loaded by a dynamic import behind the setting', () => {
+  const files: string[] = [];
+  const walk = (dir: string) => {
+    for (const e of fs.readdirSync(path.join(REPO_ROOT, dir), { withFileTypes: true })) {
+      const rel = path.join(dir, e.name);
+      if (e.isDirectory()) walk(rel);
+      else if (rel.endsWith('.ts')) files.push(rel);
+    }
+  };
+  for (const d of ['bin', 'cmp', 'proxy', 'worker']) walk(d);
+  let dynamic = 0;
+  for (const f of files) {
+    for (const line of fs.readFileSync(path.join(REPO_ROOT, f), 'utf8').split('\n')) {
+      if (!line.includes('otlp-exporter.js')) continue;
+      assert.match(line, /if \(options\.otlp\)|await import\('[./]+cmp\/observe\/otlp-exporter\.js'\)/, `${f}: ${line.trim()}`);
+      assert.doesNotMatch(line, /^\s*import .* from/, `${f} imports the exporter statically`);
+      dynamic++;
+    }
+  }
+  assert.equal(dynamic, 2, 'the proxy and the worker load it dynamically');
+});
