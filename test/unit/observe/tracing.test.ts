@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -74,4 +75,26 @@ test('zero cost when off: the exporter (gRPC client, OTLP schema) is only ever l
     }
   }
   assert.equal(dynamic, 2, 'the proxy and the worker load it dynamically');
+});
+
+test("argocd-cmp-server's --otlp-* flags: they win over the env, lists repeat, --otlp-insecure is a Go bool flag", async () => {
+  const { startProcess } = await import('../../../cmp/process-start.js');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otlp-flags-'));
+  fs.writeFileSync(path.join(dir, 'plugin.yaml'), 'apiVersion: argoproj.io/v1alpha1\nkind: ConfigManagementPlugin\nmetadata:\n  name: p\nspec:\n  generate:\n    command: [sh]\n');
+  const saved = { ...process.env };
+  try {
+    process.env.ARGOCD_PLUGINSOCKFILEPATH = dir;
+    process.env.ARGOCD_CMP_SERVER_OTLP_ADDRESS = 'from-env:4317';
+    process.env.ARGOCD_CMP_SERVER_LOGLEVEL = 'error';
+    const otlp = async (...flags: string[]) => (await startProcess(['--config-dir-path', dir, ...flags], 'proxy', () => {})).engine.options.otlp;
+    assert.equal((await otlp())!.address, 'from-env:4317');
+    const o = (await otlp('--otlp-address', 'c:4317', '--otlp-insecure=false', '--otlp-headers', 'a=1', '--otlp-headers', 'b=2', '--otlp-attrs', 'x:1,y:2'))!;
+    assert.deepEqual(o, { address: 'c:4317', insecure: false, headers: { a: '1', b: '2' }, attrs: { x: '1', y: '2' } });
+    process.env.ARGOCD_CMP_SERVER_OTLP_INSECURE = 'false';
+    assert.equal((await otlp('--otlp-insecure'))!.insecure, true);
+    assert.equal(await otlp('--otlp-address='), undefined, 'an empty flag turns it off, as in Argo');
+  } finally {
+    process.env = saved;
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
