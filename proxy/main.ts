@@ -1,4 +1,3 @@
-import { shutdownTracing } from '../cmp/observe/tracing.js';
 import fs from 'node:fs/promises';
 import * as grpc from '@grpc/grpc-js';
 import { discoveryConfigured, pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
@@ -7,6 +6,7 @@ import { usableReaper } from '../cmp/exec/reaper.js';
 import { resetWorkRoot, startProcess } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
+import { shutdownTracing } from '../cmp/observe/tracing.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
 import { QueueDispatcher } from './dispatch/queue-dispatcher.js';

@@ -1,4 +1,3 @@
-import { shutdownTracing } from '../cmp/observe/tracing.js';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
@@ -8,6 +7,7 @@ import { terminateAll } from '../cmp/exec/process-groups.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
+import { shutdownTracing } from '../cmp/observe/tracing.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis } from '../cmp/queue/redis-connection.js';
