@@ -98,3 +98,44 @@ test("argocd-cmp-server's --otlp-* flags: they win over the env, lists repeat, -
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("request spans: off without an exporter; a caller's unsampled context is respected; stages become children of the request span", async () => {
+  const { RequestTrace, timeStage, withTrace } = await import('../../../cmp/observe/request-trace.js');
+  const { endRequestSpan, traceRequest } = await import('../../../cmp/observe/request-spans.js');
+  const { setSpanSink } = await import('../../../cmp/observe/tracing.js');
+  const t = '0af7651916cd43dd8448eb211c80319c';
+  const off = new RequestTrace();
+  assert.equal(traceRequest(off, undefined), false, 'no exporter: nothing is traced');
+  assert.equal(off.stageSpans, undefined);
+  const got: import('../../../cmp/observe/tracing.js').SpanRecord[] = [];
+  setSpanSink({ export: s => void got.push(...s), shutdown: async () => {} });
+  try {
+    assert.equal(traceRequest(new RequestTrace(), { traceId: t, spanId: 'b7ad6b7169203331', sampled: false }), false);
+    const trace = new RequestTrace();
+    assert.equal(traceRequest(trace, { traceId: t, spanId: 'b7ad6b7169203331', sampled: true }), true);
+    await withTrace(trace, () => timeStage('exec', () => 1, { 'cmp.command': 'sh' }));
+    await withTrace(trace, () => timeStage('split', () => Promise.reject(new Error('x'))).catch(() => {}));
+    endRequestSpan(trace, 'req', 2, {}, false, 0);
+    assert.deepEqual(got.map(s => [s.name, s.traceId, s.parentSpanId === 'b7ad6b7169203331' ? 'caller' : s.parentSpanId === trace.span!.spanId ? 'request' : '?', s.error === true]), [
+      ['req', t, 'caller', false],
+      ['exec', t, 'request', false],
+      ['split', t, 'request', true],
+    ]);
+    assert.deepEqual(got[1]!.attributes, { 'cmp.command': 'sh' });
+  } finally {
+    setSpanSink(undefined);
+  }
+});
+
+test('a collector that is down costs no request: the exporter gives up on its batch and shuts down', async () => {
+  const { OtlpExporter } = await import('../../../cmp/observe/otlp-exporter.js');
+  const warnings: string[] = [];
+  const log = { warn: (_o: unknown, m: string) => void warnings.push(m) } as unknown as import('../../../cmp/log.js').Logger;
+  const e = new OtlpExporter({ address: '127.0.0.1:1', insecure: true, headers: {}, attrs: {} }, 'svc', log, { delayMs: 10, timeoutMs: 2000 });
+  e.export([{ traceId: '1'.repeat(32), spanId: '2'.repeat(16), parentSpanId: undefined, name: 'x', kind: 1, startMs: 1, endMs: 2, attributes: {} }]);
+  const t0 = Date.now();
+  await e.shutdown();
+  assert.ok(Date.now() - t0 < 3000);
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0]!, /^tracing: exporting 1 spans to 127\.0\.0\.1:1 failed/);
+});
