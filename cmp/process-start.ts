@@ -13,7 +13,7 @@ export interface Started {
 
 /**
  * What `proxy`, `worker` and `runner` all do first, like argocd-cmp-server: parse the flags
- * (`--config-dir-path`, `--loglevel`, `--logformat`), compile the options once, read and
+ * (`--config-dir-path`, `--loglevel`, `--logformat`, `--otlp-*`), compile the options once, read and
  * validate plugin.yaml. `check` adds the role's own refusals. Throws with the message to print.
  */
 export async function startProcess(
@@ -21,18 +21,31 @@ export async function startProcess(
   role: 'proxy' | 'worker' | 'runner',
   check: (options: Engine['options']) => void,
 ): Promise<Started> {
+  const env = { ...process.env };
+  // argocd-cmp-server's `--otlp-insecure` is a Go bool flag: alone it means true, `=false` turns it off.
+  const args = argv.filter(a => {
+    const m = /^--otlp-insecure(?:=(.*))?$/.exec(a);
+    if (m) env.ARGOCD_CMP_SERVER_OTLP_INSECURE = m[1] ?? 'true';
+    return !m;
+  });
   const { values } = parseArgs({
-    args: argv,
+    args,
     options: {
       'config-dir-path': { type: 'string', default: DEFAULT_CONFIG_DIR },
       loglevel: { type: 'string' },
       logformat: { type: 'string' },
+      // Tracing, as argocd-cmp-server: the flags win over ARGOCD_CMP_SERVER_OTLP_*; repeatable lists.
+      'otlp-address': { type: 'string' },
+      'otlp-headers': { type: 'string', multiple: true },
+      'otlp-attrs': { type: 'string', multiple: true },
     },
     strict: true,
   });
-  const env = { ...process.env };
   if (values.loglevel) env.ARGOCD_CMP_SERVER_LOGLEVEL = values.loglevel;
   if (values.logformat) env.ARGOCD_CMP_SERVER_LOGFORMAT = values.logformat;
+  if (values['otlp-address'] !== undefined) env.ARGOCD_CMP_SERVER_OTLP_ADDRESS = values['otlp-address'];
+  if (values['otlp-headers']) env.ARGOCD_CMP_SERVER_OTLP_HEADERS = values['otlp-headers'].join(',');
+  if (values['otlp-attrs']) env.ARGOCD_CMP_SERVER_OTLP_ATTRS = values['otlp-attrs'].join(',');
   const log = createLogger(env, `cmp-offload-${role}`);
   const options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, ''), role });
   check(options);

@@ -6,6 +6,7 @@ import { usableReaper } from '../cmp/exec/reaper.js';
 import { resetWorkRoot, startProcess } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
+import { shutdownTracing } from '../cmp/observe/tracing.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
 import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
@@ -38,6 +39,11 @@ export async function runProxy(argv: string[]): Promise<number> {
     log.info('No discovery configuration is defined for plugin %s. To use this plugin, specify "spec.source.plugin.name" in the Application.', engine.config.metadata.name);
   }
 
+  // Tracing (off unless ARGOCD_CMP_SERVER_OTLP_ADDRESS is set: then, and only then, the exporter is loaded).
+  if (options.otlp) {
+    (await import('../cmp/observe/otlp-exporter.js')).startOtlpTracing(options.otlp, 'argocd-cmp-server', log);
+    log.info({ address: options.otlp.address, insecure: options.otlp.insecure }, 'tracing: exporting spans over OTLP/gRPC');
+  }
   const pluginName = pluginFile.replace(/\.sock$/, '');
   const specDigest = pluginSpecDigest(engine.config);
   const dispatcher: Dispatcher = options.redis
@@ -113,6 +119,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   await terminateAll(5_000);
   await Promise.allSettled([...inflight]);
   await dispatcher.close();
+  await shutdownTracing().catch(() => {});
   await (await http)?.close().catch(() => {});
   await fs.rm(options.workRoot, { recursive: true, force: true }).catch(() => {});
   log.info('stopped');

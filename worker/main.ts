@@ -7,6 +7,7 @@ import { terminateAll } from '../cmp/exec/process-groups.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
+import { shutdownTracing } from '../cmp/observe/tracing.js';
 import { parseCancel } from '../cmp/queue/cancel.js';
 import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis } from '../cmp/queue/redis-connection.js';
@@ -45,6 +46,11 @@ export async function runWorker(argv: string[]): Promise<number> {
   const { log, engine } = started;
   const { options } = engine;
   const runnerSocket = options.runnerSocket === IN_PROCESS ? undefined : options.runnerSocket!;
+  // Tracing (off unless ARGOCD_CMP_SERVER_OTLP_ADDRESS is set: then, and only then, the exporter is loaded).
+  if (options.otlp) {
+    (await import('../cmp/observe/otlp-exporter.js')).startOtlpTracing(options.otlp, 'cmp-offload-worker', log);
+    log.info({ address: options.otlp.address, insecure: options.otlp.insecure }, 'tracing: exporting spans over OTLP/gRPC');
+  }
   // The in-process executor is loaded only when used: a worker with a runner starts without it.
   let executeRequest: typeof import('../cmp/plugin/execute.js').executeRequest | undefined;
   if (!runnerSocket) {
@@ -208,6 +214,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     await Promise.race([closing, new Promise(resolve => setTimeout(resolve, 5_000).unref())]);
   }
   await terminateAll(5_000);
+  await shutdownTracing().catch(() => {});
   await (await http)?.close().catch(() => {});
   await dashboardQueue?.close().catch(() => {});
   dashboardConnection?.disconnect();

@@ -11,7 +11,12 @@ import type { Engine, ReadSink } from '../cmp/plugin/execute.js';
 import type { PluginRequest, PluginResult } from '../cmp/plugin/request.js';
 import { writeReads } from '../cmp/queue/traced-store.js';
 import { metrics, resultBytes } from '../cmp/observe/metrics.js';
-import { currentTrace, RequestTrace, withTrace } from '../cmp/observe/request-trace.js';
+import { currentTrace, RequestTrace, traceStep, withTrace } from '../cmp/observe/request-trace.js';
+import { endRequestSpan, traceRequest } from '../cmp/observe/request-spans.js';
+import { nowMs, parseTraceparent, tracingEnabled } from '../cmp/observe/tracing.js';
+
+/** Tracing: when a traced job's span starts (its enqueue time: the job span holds its queue wait). */
+const jobSpanStart = new WeakMap<RequestTrace, number>();
 import { BlobCorruptError, BlobMissingError, fetchBlob } from '../cmp/queue/blob-store.js';
 import {
   answerBinding, encodeFailure, InvalidJobError, REJECTED, requestDigest, requestOf, verifyJob, type JobFailure, type JobRequest, type JobReturn,
@@ -129,6 +134,10 @@ export function createProcessor(deps: ProcessorDeps) {
     } finally {
       metrics.concurrencyInUse.dec();
       metrics.jobs.inc({ outcome });
+      if (trace.span) {
+        const attributes = { 'cmp.plugin': deps.queue, 'cmp.app': trace.app, 'cmp.rpc': job.name, 'cmp.outcome': outcome, 'cmp.attempt': job.attemptsMade + 1 };
+        endRequestSpan(trace, `cmp-offload job ${job.name}`, 5, attributes, outcome !== 'completed' && outcome !== 'cached', jobSpanStart.get(trace)!);
+      }
       log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome, attempt: job.attemptsMade + 1, lostWithWorker: job.stalledCounter ?? 0, ms: trace.durations() }, 'job');
     }
   };
@@ -188,6 +197,12 @@ export function createProcessor(deps: ProcessorDeps) {
       trace.app = appNameOf(data.env);
       trace.bytes = data.size;
       trace.addStage('queue_wait', Math.max(0, Date.now() - data.enqueuedAt));
+      // Tracing: this job continues the proxy's request span (signed into the job).
+      if (tracingEnabled() && traceRequest(trace, parseTraceparent(data.traceparent))) {
+        const now = nowMs();
+        jobSpanStart.set(trace, Math.min(now, data.enqueuedAt));
+        trace.stageSpans!.push({ name: 'queue_wait', startMs: Math.min(now, data.enqueuedAt), endMs: now });
+      }
     }
     if (data.specDigest !== deps.specDigest) {
       log.warn({ jobId, proxy: data.specDigest, worker: deps.specDigest }, 'plugin spec mismatch, job refused');
@@ -223,7 +238,7 @@ export function createProcessor(deps: ProcessorDeps) {
     const tgzPath = path.join(engine.options.workRoot, `${randomUUID()}.tgz`);
     try {
       try {
-        await fetchBlob(deps.redis, keys, data.blob, data.size, tgzPath);
+        await traceStep('blob_fetch', () => fetchBlob(deps.redis, keys, data.blob, data.size, tgzPath));
       } catch (err) {
         if (err instanceof BlobMissingError || err instanceof BlobCorruptError) throw blobLost(jobId, binding, err);
         if (err instanceof CmpError) throw fail(jobId, binding, failureOf(err));

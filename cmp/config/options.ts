@@ -81,6 +81,22 @@ export interface Options {
    * Undefined when unset: the worker and the runner refuse to start without it.
    */
   runnerSocket: string | undefined;
+  /**
+   * OpenTelemetry tracing, Argo CD's settings under the cmp-server's names: on when
+   * ARGOCD_CMP_SERVER_OTLP_ADDRESS is set (proxy and worker), undefined (off) otherwise.
+   */
+  otlp: OtlpOptions | undefined;
+}
+
+export interface OtlpOptions {
+  /** ARGOCD_CMP_SERVER_OTLP_ADDRESS: the collector's OTLP/gRPC `host:port`. */
+  address: string;
+  /** ARGOCD_CMP_SERVER_OTLP_INSECURE (default true, as Argo CD): plaintext instead of TLS. */
+  insecure: boolean;
+  /** ARGOCD_CMP_SERVER_OTLP_HEADERS: `key1=value1,key2=value2`, sent as gRPC metadata with every export. */
+  headers: Record<string, string>;
+  /** ARGOCD_CMP_SERVER_OTLP_ATTRS: `key:value,…`, added to the resource of every span. */
+  attrs: Record<string, string>;
 }
 
 /** CMP_OFFLOAD_RUNNER_SOCKET's value for plugin commands run inside the worker process. */
@@ -223,6 +239,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     dashboardToken: secretSetting(env, 'CMP_OFFLOAD_DASHBOARD_TOKEN', 'the dashboard token'),
     redis: redisOptions(env),
     runnerSocket: runnerSocket(env.CMP_OFFLOAD_RUNNER_SOCKET),
+    otlp: otlpOptions(env),
   };
   return deepFreeze(options);
 }
@@ -490,6 +507,46 @@ function argoMaxMessageBytes(raw: string | undefined): number {
   const mb = Number.isInteger(n) && n >= 0 && n <= 2 ** 31 - 1 ? n : 100;
   // grpc-js takes a signed 32-bit length: clamp what Argo would accept beyond it.
   return Math.min(mb * MiB, 2 ** 31 - 1);
+}
+
+/**
+ * Argo CD's OTLP settings (argocd-cmp-server's flags `--otlp-address`, `--otlp-insecure`,
+ * `--otlp-headers`, `--otlp-attrs` read these variables), with Argo's leniency: an invalid
+ * boolean or header list means the default.
+ */
+function otlpOptions(env: Env): OtlpOptions | undefined {
+  const address = (env.ARGOCD_CMP_SERVER_OTLP_ADDRESS ?? '').trim();
+  if (address === '') return undefined;
+  const attrs: Record<string, string> = {};
+  for (const a of list(env.ARGOCD_CMP_SERVER_OTLP_ATTRS)) {
+    const colon = a.indexOf(':');
+    if (colon > 0) attrs[a.slice(0, colon)] = a.slice(colon + 1);
+  }
+  return {
+    address,
+    insecure: goBool(env.ARGOCD_CMP_SERVER_OTLP_INSECURE, true),
+    headers: stringToString(env.ARGOCD_CMP_SERVER_OTLP_HEADERS),
+    attrs,
+  };
+}
+
+/** Go's strconv.ParseBool, the default when unset or invalid (Argo's ParseBoolFromEnv). */
+function goBool(raw: string | undefined, fallback: boolean): boolean {
+  if (raw === undefined || raw === '') return fallback;
+  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(raw)) return true;
+  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(raw)) return false;
+  return fallback;
+}
+
+/** `k1=v1,k2=v2` (Argo's ParseStringToStringFromEnv): an entry without `=` makes it all invalid (empty). */
+function stringToString(raw: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of list(raw)) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) return {};
+    out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
+  }
+  return out;
 }
 
 function argoDuration(raw: string | undefined, fallbackMs: number): number {

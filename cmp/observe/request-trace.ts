@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { CacheResult, KillReason, Stage } from './metrics.js';
+import { nowMs, type SpanContext } from './tracing.js';
 
 /**
  * Where the events of requests are counted: the process's Prometheus metrics, which metrics.ts
@@ -19,6 +20,16 @@ export function countTraceEventsIn(m: TraceMetrics): void {
   counted = m;
 }
 
+/** A stage as a span (tracing): when it ran, and its attributes (a command's name, never its args). */
+export interface StageSpan {
+  /** A stage, or a step traced without a metric of its own (`blob_fetch`). */
+  name: Stage | 'blob_fetch';
+  startMs: number;
+  endMs: number;
+  attributes?: Record<string, string>;
+  error?: boolean;
+}
+
 /**
  * What one request (proxy) or job (worker) did, collected while it runs and logged as one line
  * at its end. It travels in AsyncLocalStorage, so the code that does the work only calls
@@ -33,6 +44,12 @@ export class RequestTrace {
   app = '';
   /** A job not run because nobody waited for it any more (worker). */
   skipped = false;
+  /**
+   * Tracing: the span this request's stages are children of, and the stages as spans, collected
+   * only when the request is traced (undefined otherwise: nothing is recorded).
+   */
+  span: SpanContext | undefined;
+  stageSpans: StageSpan[] | undefined;
 
   /** Add a stage duration (stages may repeat, e.g. init + generate are both `exec`). */
   addStage(stage: Stage, ms: number): void {
@@ -59,15 +76,38 @@ export function currentTrace(): RequestTrace | undefined {
 }
 
 /** Time `fn` as `stage` of the current request (the histogram is fed even without a trace). */
-export async function timeStage<T>(stage: Stage, fn: () => Promise<T> | T): Promise<T> {
+export async function timeStage<T>(stage: Stage, fn: () => Promise<T> | T, attributes?: Record<string, string>): Promise<T> {
   const t0 = performance.now();
+  let failed = true;
   try {
-    return await fn();
+    const r = await fn();
+    failed = false;
+    return r;
   } finally {
     const ms = performance.now() - t0;
     const trace = currentTrace();
-    if (trace) trace.addStage(stage, ms);
-    else counted?.stage(stage, ms);
+    if (trace) {
+      trace.addStage(stage, ms);
+      if (trace.stageSpans) {
+        const endMs = nowMs();
+        trace.stageSpans.push({ name: stage, startMs: endMs - ms, endMs, ...(attributes ? { attributes } : {}), ...(failed ? { error: true } : {}) });
+      }
+    } else counted?.stage(stage, ms);
+  }
+}
+
+/** Trace `fn` as a span of the current request, without a metric (a no-op when the request is not traced). */
+export async function traceStep<T>(name: 'blob_fetch', fn: () => Promise<T>): Promise<T> {
+  const spans = currentTrace()?.stageSpans;
+  if (!spans) return fn();
+  const startMs = nowMs();
+  let failed = true;
+  try {
+    const r = await fn();
+    failed = false;
+    return r;
+  } finally {
+    spans.push({ name, startMs, endMs: nowMs(), ...(failed ? { error: true } : {}) });
   }
 }
 

@@ -12,6 +12,7 @@ import { runCommand } from '../exec/run-command.js';
 import { ReadRecorder, type RecordedReads } from '../trace/read-recorder.js';
 import { splitManifests } from '../split/split-manifests.js';
 import { noteExecFailure, timeStage } from '../observe/request-trace.js';
+import { commandName } from '../observe/tracing.js';
 import { announceParameters, parseDynamicParameters } from './parameters.js';
 import { discoverByPattern } from './discover.js';
 import { secureJoin } from './secure-join.js';
@@ -77,12 +78,16 @@ function boundedAppPath(dir: string, appRelPath: string): string {
 }
 
 /** One plugin command, timed as the `exec` stage; timeouts and kills are counted from its error. */
-function run(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx, recorder?: ReadRecorder): Promise<Buffer> {
-  return timeStage('exec', () =>
-    runMaybeTraced(engine, argv, cwd, req, ctx, recorder).catch((err: unknown) => {
-      if (err instanceof CmpError) noteExecFailure(err.message, ctx.signal.aborted, err.code === Status.RESOURCE_EXHAUSTED);
-      throw err;
-    }),
+function run(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ctx: Ctx, recorder?: ReadRecorder, step?: string): Promise<Buffer> {
+  return timeStage(
+    'exec',
+    () =>
+      runMaybeTraced(engine, argv, cwd, req, ctx, recorder).catch((err: unknown) => {
+        if (err instanceof CmpError) noteExecFailure(err.message, ctx.signal.aborted, err.code === Status.RESOURCE_EXHAUSTED);
+        throw err;
+      }),
+    // Tracing: the command's name and its step, never its arguments or env (secrets).
+    { 'cmp.command': commandName(argv[0]), ...(step ? { 'cmp.step': step } : {}) },
   );
 }
 
@@ -125,8 +130,8 @@ async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ct
   let out: Buffer;
   try {
     try {
-      if (spec.init.command.length > 0) await run(engine, commandArgv(spec.init), appPath, req, ctx, recorder);
-      out = await run(engine, commandArgv(spec.generate), appPath, req, ctx, recorder);
+      if (spec.init.command.length > 0) await run(engine, commandArgv(spec.init), appPath, req, ctx, recorder, 'init');
+      out = await run(engine, commandArgv(spec.generate), appPath, req, ctx, recorder, 'generate');
     } catch (err) {
       throw wrap(RPC_TEXT.generate.command, err);
     }

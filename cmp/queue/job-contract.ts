@@ -37,6 +37,13 @@ export interface JobRequest {
   enqueuedAt: number;
   /** Workers refuse the job after this (ms since epoch): the caller's deadline, or a bounded age. */
   expiresAt: number;
+  /**
+   * Tracing: the W3C `traceparent` of the proxy's request span, so that the worker's spans join
+   * the caller's trace. Absent when the request is not traced. Signed like every other field
+   * (appended to the signed list only when present: a job without it signs and verifies exactly
+   * as before, and a worker that predates it verifies a job with it and ignores it).
+   */
+  traceparent?: string;
 }
 
 /** The job as stored in Redis: the request with its env sealed, and signed. */
@@ -110,12 +117,15 @@ export function openEnv(signingKey: Buffer, resultId: string, sealed: string): E
 }
 
 function jobParts(d: Omit<JobData, 'sig'>): string[] {
-  return [
+  const parts = [
     JSON.stringify([
       d.v, d.kind, d.plugin, d.specDigest, d.appRelPath, d.envNames, d.envSealed,
       d.blob, d.size, d.cacheKey, d.resultId, d.waitId, d.deadline, d.enqueuedAt, d.expiresAt,
     ]),
   ];
+  // A separate part (length-prefixed by `sign`), so no job without it can sign the same bytes.
+  if (d.traceparent !== undefined) parts.push(`traceparent:${d.traceparent}`);
+  return parts;
 }
 
 /** Build the signed job data for a request. */
@@ -126,6 +136,7 @@ export function signJob(key: Buffer, r: JobRequest): JobData {
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;
+const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 const KINDS: readonly RpcKind[] = ['generate', 'match', 'parameters'];
 
 /**
@@ -160,6 +171,8 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
   if (!HEX64.test(resultId)) throw new InvalidJobError('job field resultId is invalid');
   const waitId = str('waitId');
   if (!HEX64.test(waitId)) throw new InvalidJobError('job field waitId is invalid');
+  const traceparent = d.traceparent === undefined ? undefined : str('traceparent');
+  if (traceparent !== undefined && !TRACEPARENT.test(traceparent)) throw new InvalidJobError('job field traceparent is invalid');
   const job: JobData = {
     v: 2,
     kind,
@@ -176,6 +189,7 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
     deadline: num('deadline', true),
     enqueuedAt: num('enqueuedAt')!,
     expiresAt: num('expiresAt')!,
+    ...(traceparent !== undefined ? { traceparent } : {}),
     sig,
   };
   if (!verify(key, JOB_DOMAIN, jobParts(job), Buffer.from(sig, 'hex'))) throw new InvalidJobError('job signature does not verify');

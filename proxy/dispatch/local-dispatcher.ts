@@ -82,7 +82,7 @@ export class LocalDispatcher implements Dispatcher {
   private async execute(req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
     let release: () => void;
     try {
-      release = await this.slots.acquire(ctx.signal);
+      release = await timeStage('queue_wait', () => this.slots.acquire(ctx.signal));
     } catch (err) {
       throw wrap(RPC_TEXT[req.kind].command, err);
     }

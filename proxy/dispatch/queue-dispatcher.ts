@@ -4,7 +4,8 @@ import type { RedisOptions } from '../../cmp/config/options.js';
 import type { Ctx } from '../../cmp/context.js';
 import { CmpError, wrap, ourError } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
-import { noteCache, timeStage } from '../../cmp/observe/request-trace.js';
+import { currentTrace, noteCache, timeStage } from '../../cmp/observe/request-trace.js';
+import { formatTraceparent } from '../../cmp/observe/tracing.js';
 import { metrics } from '../../cmp/observe/metrics.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
@@ -281,6 +282,7 @@ export class QueueDispatcher implements Dispatcher {
         deadline: ctx.deadline ?? null,
         enqueuedAt,
         expiresAt: ctx.deadline ?? enqueuedAt + NO_DEADLINE_WAIT_MS,
+        ...traceparentOfRequest(),
       });
       // With deduplication (cached requests) `add` may return the identical job of another caller.
       const job = await this.guard(kind, ctx, queue.add(kind, data, { ...this.jobOptions(key), jobId: resultId }));
@@ -484,4 +486,10 @@ function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T | 'aborted'
       },
     );
   });
+}
+
+/** The traced request's span as the job's parent (tracing on and the request sampled), else nothing. */
+function traceparentOfRequest(): { traceparent?: string } {
+  const span = currentTrace()?.span;
+  return span ? { traceparent: formatTraceparent(span) } : {};
 }

@@ -7,6 +7,8 @@ import { codeOf, wrap } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
 import { metrics } from '../../cmp/observe/metrics.js';
 import { currentTrace, RequestTrace, timeStage, withTrace } from '../../cmp/observe/request-trace.js';
+import { endRequestSpan, traceRequest } from '../../cmp/observe/request-spans.js';
+import { nowMs, parseTraceparent, tracingEnabled } from '../../cmp/observe/tracing.js';
 import { appNameOf } from '../../cmp/queue/keys.js';
 import { RPC_TEXT, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
 import type { AppStreamRequest } from '../../proto/generated/cmpserver/plugin/plugin.js';
@@ -28,6 +30,9 @@ export interface StreamingRpcDeps extends AnswerDeps {
 export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toResponse: (r: PluginResult) => Res) {
   return (call: ServerReadableStream<AppStreamRequest, Res>, callback: sendUnaryData<Res>): void => {
     const trace = new RequestTrace();
+    const startMs = nowMs();
+    // Tracing: continue the repo-server's W3C trace context (gRPC metadata `traceparent`).
+    if (tracingEnabled()) traceRequest(trace, parseTraceparent(call.metadata.get('traceparent')[0]));
     metrics.inflightRequests.inc();
     const done = withTrace(trace, () =>
       handle(deps, kind, call).then(
@@ -37,12 +42,32 @@ export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toRespo
           return codeOf(err);
         },
       ),
-    ).then(code => finish(deps, kind, trace, code));
+    ).then(code => {
+      finish(deps, kind, trace, code);
+      if (trace.span) endRequestSpan(trace, `${SERVICE}/${RPC_METHOD[kind]}`, 2, spanAttributes(deps, kind, trace, code), code !== Status.OK, startMs);
+    });
     deps.inflight.add(done);
     void done.finally(() => {
       metrics.inflightRequests.dec();
       deps.inflight.delete(done);
     });
+  };
+}
+
+const SERVICE = 'plugin.ConfigManagementPluginService';
+const RPC_METHOD: Record<RpcKind, string> = { generate: 'GenerateManifest', match: 'MatchRepository', parameters: 'GetParametersAnnouncement' };
+
+/** The request span's attributes: what the log line says, nothing from env values. */
+function spanAttributes(deps: StreamingRpcDeps, kind: RpcKind, trace: RequestTrace, code: Status): Record<string, string | number> {
+  return {
+    'rpc.system': 'grpc',
+    'rpc.service': SERVICE,
+    'rpc.method': RPC_METHOD[kind],
+    'rpc.grpc.status_code': code,
+    'cmp.plugin': deps.pluginName,
+    'cmp.app': trace.app,
+    'cmp.cache': trace.cache ?? 'none',
+    'cmp.bytes': trace.bytes,
   };
 }
 

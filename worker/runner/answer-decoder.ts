@@ -4,7 +4,7 @@ import type { Status } from '../../cmp/grpc-status.js';
 import type { Stage } from '../../cmp/observe/stages.js';
 import { EncodedResult } from '../../cmp/queue/result-store.js';
 import type { RecordedReads } from '../../cmp/trace/read-recorder.js';
-import type { AnswerBounds } from './answer.js';
+import type { AnswerBounds, RunnerSpan } from './answer.js';
 import { ProtocolError } from './protocol.js';
 
 /** What the thread is asked: one ANSWER payload (transferred) and what it may hold. */
@@ -16,14 +16,14 @@ export interface DecodeJob {
 
 /** What the thread answers: the checked answer, a result as its JSON bytes; or the refusal. */
 export type DecodeReply =
-  | ({ id: number; stages: [Stage, number][] } & (
+  | ({ id: number; stages: [Stage, number][]; spans: RunnerSpan[] } & (
       | { ok: true; json: Uint8Array; manifestBytes: number; reads: RecordedReads | undefined }
       | { ok: false; code: Status; message: string }
     ))
   | { id: number; refused: string };
 
 /** A checked answer on the worker's side: a result arrives in its stored form (EncodedResult). */
-export type DecodedAnswer = { stages: [Stage, number][] } & (
+export type DecodedAnswer = { stages: [Stage, number][]; spans: RunnerSpan[] } & (
   | { ok: true; result: EncodedResult; reads: RecordedReads | undefined }
   | { ok: false; code: Status; message: string }
 );
@@ -82,9 +82,9 @@ export class AnswerDecoder {
       this.pending.delete(reply.id);
       if (this.pending.size === 0) thread.unref();
       if ('refused' in reply) return p.reject(new ProtocolError(reply.refused));
-      if (!reply.ok) return p.resolve({ ok: false, code: reply.code, message: reply.message, stages: reply.stages });
+      if (!reply.ok) return p.resolve({ ok: false, code: reply.code, message: reply.message, stages: reply.stages, spans: reply.spans });
       const json = Buffer.from(reply.json.buffer, reply.json.byteOffset, reply.json.byteLength);
-      p.resolve({ ok: true, result: new EncodedResult(json, reply.manifestBytes), reads: reply.reads, stages: reply.stages });
+      p.resolve({ ok: true, result: new EncodedResult(json, reply.manifestBytes), reads: reply.reads, stages: reply.stages, spans: reply.spans });
     });
     const lost = (err: Error & { code?: string }) => {
       if (this.thread === thread) this.thread = undefined;

@@ -19,7 +19,7 @@ function decode({ id, payload, bounds }: DecodeJob): { reply: DecodeReply; trans
     const json = new TextEncoder().encode(JSON.stringify(a.result));
     let manifestBytes = 0;
     if (a.result.kind === 'generate') for (const m of a.result.manifests) manifestBytes += Buffer.byteLength(m);
-    return { reply: { id, ok: true, json, manifestBytes, reads: a.reads, stages: a.stages }, transfer: [json.buffer] };
+    return { reply: { id, ok: true, json, manifestBytes, reads: a.reads, stages: a.stages, spans: a.spans }, transfer: [json.buffer] };
   } catch (err) {
     // Our words only: JSON.parse's own messages quote the input.
     const refused = err instanceof ProtocolError ? err.message : `the answer could not be decoded (${(err as Error).name})`;

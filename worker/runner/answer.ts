@@ -8,7 +8,7 @@ import { ProtocolError, READ_PATH_MAX_BYTES, RUNNER_PROTOCOL_VERSION } from './p
 // Runs in the answer decoder's thread (answer-thread.ts): imports nothing heavy, types aside.
 
 /** A validated answer: the plugin's result (and reads when asked), or the executor's failure. */
-export type CheckedAnswer = { stages: [Stage, number][] } & (
+export type CheckedAnswer = { stages: [Stage, number][]; spans: RunnerSpan[] } & (
   | { ok: true; result: PluginResult; reads: RecordedReads | undefined }
   | { ok: false; code: Status; message: string }
 );
@@ -51,18 +51,19 @@ export function checkAnswer(payload: Buffer, bounds: AnswerBounds): CheckedAnswe
   if (!isObject(a)) throw new ProtocolError('the answer is not an object');
   if (a.v !== RUNNER_PROTOCOL_VERSION) throw new ProtocolError(`the answer is not of protocol version ${RUNNER_PROTOCOL_VERSION}`);
   const stages = checkStages(a.stages);
+  const spans = checkSpans(a.spans);
   if (a.ok === false) {
     if (!Number.isInteger(a.code) || (a.code as number) < 1 || (a.code as number) > 16) throw new ProtocolError('the failure has no valid status code');
     if (typeof a.message !== 'string') throw new ProtocolError('the failure has no message');
-    return { ok: false, code: a.code as Status, message: a.message, stages };
+    return { ok: false, code: a.code as Status, message: a.message, stages, spans };
   }
   if (a.ok !== true) throw new ProtocolError('the answer is neither a result nor a failure');
   const result = checkResult(a.result, bounds);
   if (!bounds.readsAsked) {
     if (a.reads !== undefined) throw new ProtocolError('the answer has reads that were not asked for');
-    return { ok: true, result, reads: undefined, stages };
+    return { ok: true, result, reads: undefined, stages, spans };
   }
-  return { ok: true, result, reads: a.reads === undefined ? undefined : checkReads(a.reads, bounds.maxPaths), stages };
+  return { ok: true, result, reads: a.reads === undefined ? undefined : checkReads(a.reads, bounds.maxPaths), stages, spans };
 }
 
 const QUOTE = 0x22;
@@ -95,6 +96,28 @@ export function checkDepth(bytes: Buffer, max: number): void {
 
 /** A day in ms: no stage of one run lasts longer. */
 const MAX_STAGE_MS = 86_400_000;
+
+/**
+ * A stage of the run as a span (tracing): stage, start and end (ms since the epoch), the
+ * command's name and step (`exec` only, else empty). A run has a handful (extract, init,
+ * generate, split); the worker re-parents them under its job span.
+ */
+export type RunnerSpan = [Stage, number, number, string, string];
+const MAX_SPANS = 16;
+const MAX_SPAN_TEXT = 128;
+
+function checkSpans(s: unknown): RunnerSpan[] {
+  if (s === undefined) return [];
+  if (!Array.isArray(s) || s.length > MAX_SPANS) throw new ProtocolError('the spans are not a short list');
+  const text = (v: unknown) => typeof v === 'string' && v.length <= MAX_SPAN_TEXT;
+  const time = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+  for (const e of s) {
+    if (!Array.isArray(e) || e.length !== 5 || !(STAGES as readonly unknown[]).includes(e[0]) || !time(e[1]) || !time(e[2]) || !text(e[3]) || !text(e[4])) {
+      throw new ProtocolError('the spans are not stage spans');
+    }
+  }
+  return s as RunnerSpan[];
+}
 
 function checkStages(s: unknown): [Stage, number][] {
   if (s === undefined) return [];

@@ -177,6 +177,13 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
           // The runner's stage timings and command failures feed the worker's log line and metrics.
           const trace = currentTrace();
           for (const [stage, ms] of a.stages) trace ? trace.addStage(stage, ms) : observeStage(stage, ms);
+          // Tracing: the runner's stages become spans of this job (its clock is this pod's).
+          if (trace?.stageSpans) {
+            for (const [name, startMs, endMs, command, step] of a.spans) {
+              const attributes = command ? { 'cmp.command': command, ...(step ? { 'cmp.step': step } : {}) } : undefined;
+              trace.stageSpans.push({ name, startMs, endMs, ...(attributes ? { attributes } : {}) });
+            }
+          }
           if (!a.ok) {
             if (COMMAND_FAILED.test(a.message)) noteExecFailure(a.message, ctx.signal.aborted, a.code === Status.RESOURCE_EXHAUSTED);
             return finish(new CmpError(a.message, a.code));

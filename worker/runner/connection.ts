@@ -157,6 +157,8 @@ export class RunnerConnection {
     const req: PluginRequest = { kind: h.kind, appRelPath: h.appRelPath, env: h.env };
     const sink: ReadSink | undefined = h.recordReads ? {} : undefined;
     const trace = new RequestTrace();
+    // A handful of timings per run, sent for the worker's tracing (the runner exports nothing itself).
+    trace.stageSpans = [];
     let answer: RunnerAnswer;
     try {
       const ctx = { signal: this.ac.signal, deadline: undefined };
@@ -166,6 +168,7 @@ export class RunnerConnection {
       answer = failure(err);
     }
     answer.stages = trace.stagesMs;
+    answer.spans = trace.stageSpans.map(sp => [sp.name, sp.startMs, sp.endMs, sp.attributes?.['cmp.command'] ?? '', sp.attributes?.['cmp.step'] ?? '']);
     this.running = false;
     this.answer(answer);
     await this.cleanUp();

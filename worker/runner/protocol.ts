@@ -63,7 +63,12 @@ export interface RunnerRequest {
  * The runner's one answer: the executor's result (and reads when asked), or its failure; with
  * the durations of the run's stages (extract, exec, split), for the worker's metrics and log.
  */
-export type RunnerAnswer = { v: number; stages?: Record<string, number> } & (
+export type RunnerAnswer = {
+  v: number;
+  stages?: Record<string, number>;
+  /** The stages as spans (see answer.ts RunnerSpan): a worker that predates them ignores them. */
+  spans?: [string, number, number, string, string][];
+} & (
   | { ok: true; result: unknown; reads?: unknown }
   | { ok: false; code: number; message: string }
 );

@@ -116,3 +116,20 @@ test('a "send it again" failure keeps its flag under the signature; one without 
   assert.match(plain, /:\[14,"[^"]*",false\]$/);
   assert.deepEqual(decodeFailure(KEY, '7', HEX, plain), { code: Status.UNAVAILABLE, message: f.message, canceled: false });
 });
+
+test('the trace context travels signed: it round-trips, any change to it (or adding or removing it) is refused, and a job without it verifies as before', () => {
+  const tp = `00-${'1'.repeat(32)}-${'2'.repeat(16)}-01`;
+  const id = 'b'.repeat(64);
+  const traced = job({ traceparent: tp });
+  assert.deepEqual(verifyJob(KEY, JSON.parse(JSON.stringify(traced)), id, NOW), request({ traceparent: tp }));
+  const other = `00-${'3'.repeat(32)}-${'2'.repeat(16)}-01`;
+  assert.throws(() => verifyJob(KEY, { ...traced, traceparent: other }, id, NOW), /signature/);
+  const { traceparent: _t, ...stripped } = traced;
+  assert.throws(() => verifyJob(KEY, stripped, id, NOW), /signature/, 'removing it breaks the signature');
+  const plain = job();
+  assert.ok(!('traceparent' in plain), 'no field when the request is not traced');
+  assert.throws(() => verifyJob(KEY, { ...plain, traceparent: tp }, id, NOW), /signature/, 'adding it breaks the signature');
+  assert.throws(() => verifyJob(KEY, { ...job({ traceparent: 'nonsense' }) }, id, NOW), /traceparent is invalid/);
+  // A job without it signs the same bytes as before the field existed: signed by an older proxy, it verifies.
+  assert.deepEqual(verifyJob(KEY, plain, id, NOW), request());
+});

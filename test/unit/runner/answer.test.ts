@@ -24,7 +24,7 @@ test('the deepest valid answer (parameters: a map in an announcement) passes; on
   const announcement = { name: 'n', title: '', tooltip: '', required: false, itemType: '', collectionType: 'map', string: '', array: ['a'], map: { k: 'v' } };
   const answer = { v: 1, ok: true, result: { kind: 'parameters', parameterAnnouncements: [announcement] } };
   const bounds: AnswerBounds = { ...GENERATE, kind: 'parameters' };
-  assert.deepEqual(checkAnswer(json(answer), bounds), { ok: true, result: answer.result, reads: undefined, stages: [] });
+  assert.deepEqual(checkAnswer(json(answer), bounds), { ok: true, result: answer.result, reads: undefined, stages: [], spans: [] });
   const deeper = { ...answer, result: { ...answer.result, parameterAnnouncements: [{ ...announcement, map: { k: 'v' }, x: [[1]] }] } };
   assert.throws(() => checkAnswer(json(deeper), bounds), new RegExp(`nests deeper than ${MAX_ANSWER_DEPTH} levels`));
 });
@@ -70,7 +70,7 @@ test('the decoder thread: a result comes back as the JSON the store would have w
   assert.deepEqual(await decodeResult(Buffer.alloc(32), 'k', 'req', stored), result);
   // A slice of a larger buffer (a frame within one chunk) is copied, not transferred from under its owner.
   const chunk = Buffer.concat([Buffer.from('xx'), json({ v: 1, ok: false, code: 3, message: 'no' })]);
-  assert.deepEqual(await decoder.decode(chunk.subarray(2), GENERATE), { ok: false, code: 3, message: 'no', stages: [] });
+  assert.deepEqual(await decoder.decode(chunk.subarray(2), GENERATE), { ok: false, code: 3, message: 'no', stages: [], spans: [] });
   assert.equal(chunk.subarray(0, 2).toString(), 'xx');
   await assert.rejects(decoder.decode(Buffer.from('LIE-TEXT {'), GENERATE), (err: Error) => err instanceof ProtocolError && err.message === 'the answer is not JSON');
   await assert.rejects(decoder.decode(Buffer.from('['.repeat(1e6)), GENERATE), /nests deeper than 5 levels/);
@@ -82,7 +82,7 @@ test('an answer that needs more than the decoder heap ends the thread, not the p
   const objects = Buffer.from(`{"v":1,"ok":true,"stages":{"exec":1},"x":[${Array.from({ length: 1e5 }, (_, i) => `{"k${i}":${i}}`).join(',')}]}`);
   await assert.rejects(decoder.decode(objects, GENERATE), /the answer could not be decoded within the decoder's 16 MiB heap$/);
   const a = await decoder.decode(json({ v: 1, ok: false, code: 2, message: 'fine' }), GENERATE);
-  assert.deepEqual(a, { ok: false, code: 2, message: 'fine', stages: [] });
+  assert.deepEqual(a, { ok: false, code: 2, message: 'fine', stages: [], spans: [] });
 });
 
 test('a decoder thread started but never used does not keep the process alive (a stopping worker exits)', async () => {
@@ -99,4 +99,19 @@ test('a decoder thread started but never used does not keep the process alive (a
   clearTimeout(timer);
   fs.rmSync(dir, { recursive: true, force: true });
   assert.deepEqual({ code, signal }, { code: 0, signal: null }, 'the process did not exit by itself (SIGKILLed after 15 s)');
+});
+
+test("the runner's stage spans (tracing) pass through checked: a short list of known stages with times and short names, else refused", () => {
+  const ok = { v: 1, ok: false, code: 2, message: 'x', spans: [['extract', 1, 2, '', ''], ['exec', 2, 3, 'sh', 'init']] };
+  assert.deepEqual(checkAnswer(json(ok), GENERATE).spans, ok.spans);
+  for (const spans of [
+    {},
+    [['nope', 1, 2, '', '']],
+    [['exec', -1, 2, '', '']],
+    [['exec', 1, 2, 'x'.repeat(129), '']],
+    [['exec', 1, 2, '']],
+    Array.from({ length: 17 }, () => ['exec', 1, 2, '', '']),
+  ]) {
+    assert.throws(() => checkAnswer(json({ ...ok, spans }), GENERATE), /spans/, JSON.stringify(spans).slice(0, 60));
+  }
 });
