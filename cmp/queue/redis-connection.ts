@@ -16,8 +16,11 @@ export type RedisClient = Redis | Cluster;
  *   CMP_OFFLOAD_REDIS_TIMEOUT from the moment it is issued, connected or not: one sent while Redis
  *   is away waits in the offline queue for the reconnect (a restart, a Sentinel failover, a
  *   Cluster node coming back) and fails only when that takes longer, instead of at once. A
- *   command in flight when the connection drops is not sent again (it may have run: APPEND or
- *   a job's Lua script must not run twice); it fails at its timeout.
+ *   command in flight when the connection drops is sent again after the reconnect, as on BullMQ's
+ *   own connections. Of ours, two are not idempotent, and both heal: a blob APPEND doubled that
+ *   way fails its checksum at the worker, which deletes it and has the proxy upload it again; a
+ *   waiter count off by one either keeps a job nobody waits for (it expires) or has a worker
+ *   skip one, which the proxy then submits anew.
  * - `blocking`: BullMQ workers and QueueEvents (long blocking reads; BullMQ requires
  *   `maxRetriesPerRequest: null` there) and pub/sub subscribers.
  * Every kind reconnects forever with a capped backoff: the service resumes by itself.
@@ -33,7 +36,7 @@ function roleOptions(opts: RedisOptions, role: ConnectionRole): IORedisOptions {
     connectTimeout: Math.max(opts.timeoutMs, 1_000),
   };
   if (role === 'command') {
-    return { ...common, maxRetriesPerRequest: null, autoResendUnfulfilledCommands: false, commandTimeout: opts.timeoutMs };
+    return { ...common, maxRetriesPerRequest: null, commandTimeout: opts.timeoutMs };
   }
   return { ...common, maxRetriesPerRequest: null };
 }

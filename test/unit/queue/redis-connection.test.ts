@@ -20,11 +20,10 @@ test('a Sentinel target connects through its sentinels with the roles of one Red
   assert.equal(command.sentinelUsername, undefined);
   assert.equal(command.enableTLSForSentinelMode, true);
   assert.deepEqual(command.sentinelTLS, {});
-  // Commands wait out a reconnect within their timeout and are never sent twice; blocking reads
+  // Commands wait out a reconnect within their timeout; blocking reads
   // never give up (BullMQ requires null there).
   assert.equal(command.enableOfflineQueue, undefined);
   assert.equal(command.maxRetriesPerRequest, null);
-  assert.equal(command.autoResendUnfulfilledCommands, false);
   assert.equal(command.commandTimeout, 3_000);
   const blocking = connectionOptions(opts, 'blocking');
   assert.equal(blocking.maxRetriesPerRequest, null);
@@ -42,7 +41,6 @@ test('a Cluster target gives each node the role options, the URL credentials and
   const command = clusterOptions(ro('rediss+cluster://u:pw@c1:7000,c2:7001'), 'command');
   assert.equal(command.enableOfflineQueue, true);
   assert.equal(command.redisOptions?.maxRetriesPerRequest, null);
-  assert.equal(command.redisOptions?.autoResendUnfulfilledCommands, false);
   assert.equal(command.redisOptions?.commandTimeout, 3_000);
   // CLUSTERDOWN is retried every 100 ms for as long as the command timeout.
   assert.equal(command.retryDelayOnClusterDown, 100);
