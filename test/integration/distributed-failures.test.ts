@@ -67,13 +67,15 @@ describe('distributed mode under failures', () => {
     await d.addWorker();
   });
 
-  test('Redis stopped: calls fail fast with UNAVAILABLE naming Redis; after a restart the service resumes by itself', async () => {
+  test('Redis stopped: calls wait CMP_OFFLOAD_REDIS_TIMEOUT (2 s) for it, then fail with UNAVAILABLE naming Redis; after a restart the service resumes by itself', async () => {
     assert.ok('value' in (await client.generate(generateCall(tgz, { TAG: 'before-outage' }))));
     await d.redis.pause();
     const started = Date.now();
     const down = await client.generate(generateCall(tgz, { TAG: 'during-outage' }, { timeoutMs: 20_000 }));
     assertOurError('redisUnreachable', down, [d.redis.url, ANY]);
-    assert.ok(Date.now() - started < 2_000, `answered after ${Date.now() - started} ms`);
+    // A reconnect within the timeout would have been waited out; a longer outage fails the call then.
+    const ms = Date.now() - started;
+    assert.ok(ms >= 1_900 && ms < 5_000, `answered after ${ms} ms, not about CMP_OFFLOAD_REDIS_TIMEOUT (2 s)`);
     await d.redis.restart();
     await until(
       async () => 'value' in (await client.generate(generateCall(tgz, { TAG: 'after-outage' }, { timeoutMs: 5_000 }))),
