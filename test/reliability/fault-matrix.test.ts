@@ -1,0 +1,5 @@
+// `npm test` runs the fault matrix (3 Redis topologies × 5 faults) in its reduced form (fewer calls, the same checks), so a
+// default run sees it; `npm run test:reliability` runs the full form (see README, Reliability).
+process.env.CMP_RELIABILITY_REDUCED = '1';
+await import('./fault-matrix.suite.js');
+export {};
