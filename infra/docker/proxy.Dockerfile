@@ -4,7 +4,7 @@
 #   docker build -f infra/docker/proxy.Dockerfile -t ghcr.io/cmp-offload/cmp-offload-proxy:0.1.0 .
 # (proxy.Dockerfile.dockerignore beside this file keeps node_modules, dist and .git out of the context.)
 
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.json ./
 COPY bin ./bin
@@ -18,7 +18,7 @@ COPY proto ./proto
 # says so; standalone mode uses the worker image).
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 # Argo CD runs its plugin sidecars as uid 999 (user argocd, HOME /home/argocd).
 RUN groupadd --gid 999 argocd && useradd --uid 999 --gid 999 --create-home --home-dir /home/argocd argocd \
  && mkdir -p /home/argocd/cmp-server/plugins /home/argocd/cmp-server/config && chown -R 999:999 /home/argocd

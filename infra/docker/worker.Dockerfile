@@ -8,7 +8,7 @@
 # worker-helm-kustomize.Dockerfile). The same image also serves as the sidecar in standalone
 # mode (`cmp-offload proxy` without CMP_OFFLOAD_REDIS_URL), where the proxy runs the plugin itself.
 
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.json ./
 COPY bin ./bin
@@ -23,7 +23,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev &
 # Only the runtime sources are copied, so `prepare` (tsc, then cc) compiles just them.
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini ca-certificates git \
  && rm -rf /var/lib/apt/lists/*

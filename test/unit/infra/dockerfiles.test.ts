@@ -35,6 +35,15 @@ for (const [file, role] of [['proxy.Dockerfile', 'proxy'], ['worker.Dockerfile',
   });
 }
 
+test('both images build and run on Node 24 LTS, which package.json engines admits', () => {
+  for (const file of ['proxy.Dockerfile', 'worker.Dockerfile']) {
+    const bases = [...read(file).matchAll(/^FROM\s+(\S+)/gm)].map(m => m[1]!);
+    assert.deepEqual(bases, ['node:24-bookworm-slim', 'node:24-bookworm-slim'], `${file}: every stage on Node 24 LTS`);
+  }
+  const engines = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')).engines.node as string;
+  assert.equal(engines, '>=22.12', 'engines.node: update the README (Quick start, Node.js versions) with it');
+});
+
 test('the worker image runs tini as PID 1 in front of node', () => {
   const stage = finalStage(read('worker.Dockerfile'));
   assert.equal(last(stage, 'ENTRYPOINT'), 'ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/cmp-offload"]');
