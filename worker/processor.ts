@@ -14,9 +14,6 @@ import { metrics, resultBytes } from '../cmp/observe/metrics.js';
 import { currentTrace, RequestTrace, traceStep, withTrace } from '../cmp/observe/request-trace.js';
 import { endRequestSpan, traceRequest } from '../cmp/observe/request-spans.js';
 import { nowMs, parseTraceparent, tracingEnabled } from '../cmp/observe/tracing.js';
-
-/** Tracing: when a traced job's span starts (its enqueue time: the job span holds its queue wait). */
-const jobSpanStart = new WeakMap<RequestTrace, number>();
 import { BlobCorruptError, BlobMissingError, fetchBlob } from '../cmp/queue/blob-store.js';
 import {
   answerBinding, encodeFailure, InvalidJobError, REJECTED, requestDigest, requestOf, verifyJob, type JobFailure, type JobRequest, type JobReturn,
@@ -24,6 +21,9 @@ import {
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
 import { EncodedResult, readResult, writeResult } from '../cmp/queue/result-store.js';
 import { countWaiters } from '../cmp/queue/waiters.js';
+
+/** Tracing: when a traced job's span starts (its enqueue time: the job span holds its queue wait). */
+const jobSpanStart = new WeakMap<RequestTrace, number>();
 
 /** Reasons given to `worker.cancelJob`: a caller's context error, or this worker going away. */
 export type AbortReason = 'deadline' | 'canceled' | 'shutdown';
