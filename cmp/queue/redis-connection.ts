@@ -1,5 +1,5 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions as IORedisOptions } from 'ioredis';
-import { redactRedisUrl, type RedisOptions } from '../config/options.js';
+import type { RedisOptions } from '../config/options.js';
 import { CmpError, messageOf, ourError } from '../errors.js';
 
 /**
@@ -114,11 +114,6 @@ export function connectRedis(opts: RedisOptions, role: ConnectionRole, onError: 
 /** Resolve once `client` is ready (now or later). */
 export function untilReady(client: RedisClient): Promise<void> {
   return new Promise(resolve => (client.status === 'ready' ? resolve() : client.once('ready', () => resolve())));
-}
-
-/** Any form of Redis URL without credentials, for messages and logs. */
-export function redactedUrl(url: string): string {
-  return redactRedisUrl(url);
 }
 
 /** The error a caller sees when Redis cannot serve a request: UNAVAILABLE, naming Redis. */

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compileOptions } from '../../../cmp/config/options.js';
-import { clusterOptions, connectionOptions, redactedUrl, redisUnavailable } from '../../../cmp/queue/redis-connection.js';
+import { compileOptions, redactRedisUrl } from '../../../cmp/config/options.js';
+import { clusterOptions, connectionOptions, redisUnavailable } from '../../../cmp/queue/redis-connection.js';
 
 const ro = (url: string, extra: Record<string, string> = {}) => compileOptions({ CMP_OFFLOAD_REDIS_URL: url, CMP_OFFLOAD_REDIS_TIMEOUT: '3s', ...extra }).redis!;
 
@@ -68,6 +68,6 @@ test('the UNAVAILABLE text names the Redis without credentials, whatever the for
   ] as const) {
     const err = redisUnavailable(ro(url), new Error('connect ECONNREFUSED'));
     assert.equal(err.message, `cmp-offload: Redis is unreachable at ${shown} (CMP_OFFLOAD_REDIS_URL): connect ECONNREFUSED`);
-    assert.equal(redactedUrl(url), shown);
+    assert.equal(redactRedisUrl(url), shown);
   }
 });
