@@ -55,7 +55,14 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
   });
   let stderr = '';
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>(resolve => proc.once('exit', code => resolve(code)));
+  // 'close' comes after the last of stderr (a crash's message is read before the code is known);
+  // a death by a signal is written into stderr() so that an assertion on the code shows it.
+  const exited = new Promise<number | null>(resolve =>
+    proc.once('close', (code, signal) => {
+      if (signal) stderr += `[test helper: the proxy was killed by ${signal}]\n`;
+      resolve(code);
+    }),
+  );
   const deadline = Date.now() + 45_000;
   // The socket file appears at bind(), a moment before listen(): only a connection that is
   // accepted shows the proxy is listening (a client in that moment gets ECONNREFUSED).
@@ -69,10 +76,10 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
       probe.once('error', () => resolve(false));
     });
   while (!(await listening())) {
-    if (proc.exitCode !== null || Date.now() > deadline) {
+    if (proc.exitCode !== null || proc.signalCode !== null || Date.now() > deadline) {
       proc.kill('SIGKILL');
       fs.rmSync(base, { recursive: true, force: true });
-      throw new Error(`proxy did not start (exit ${proc.exitCode}): ${stderr}`);
+      throw new Error(`proxy did not start (exit ${proc.exitCode ?? proc.signalCode}): ${stderr}`);
     }
     await new Promise(r => setTimeout(r, 20));
   }
@@ -83,7 +90,7 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
     workRoot: path.join(workDir, '_cmp_server'),
     stderr: () => stderr,
     async stop(timeoutMs = 15_000) {
-      if (proc.exitCode === null) proc.kill('SIGTERM');
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
       const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
       const code = await exited;
       clearTimeout(timer);

@@ -83,7 +83,18 @@ test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE after the ${R
     const outageStart = Date.now();
     await d.redis.pause();
     phase = 'outage';
-    await new Promise(r => setTimeout(r, OUTAGE_MS));
+    // Calls in flight at the outage's start can hold every lane for two timeouts, so the lanes
+    // alone may start nothing early enough to fail: probes on their own channel start soon after
+    // the outage begins, and must fail within the timeout like any call made then.
+    const probeClient = openCmpClient(d.proxy.socketPath);
+    await new Promise(r => setTimeout(r, 300));
+    const probes = Array.from({ length: 3 }, async (_, i) => {
+      const tag = `probe-${i}`;
+      const start = Date.now();
+      const outcome = await probeClient.generate(markerCall(tgz, box.token, tag, {}, 30_000));
+      results.push({ tag, phase: 'outage', start, ms: Date.now() - start, outcome });
+    });
+    await new Promise(r => setTimeout(r, OUTAGE_MS - 300));
     const outageEnd = Date.now();
     const downAtEnd = await refused(d.redis.port);
     phase = 'after';
@@ -105,7 +116,8 @@ test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE after the ${R
       }, 100);
     });
     stop = true;
-    await Promise.all(lanes);
+    await Promise.all([...lanes, ...probes]);
+    probeClient.close();
 
     const wrong = results.filter(r => 'value' in r.outcome && JSON.stringify(r.outcome.value.manifests) !== JSON.stringify(expectedManifests(r.tag)));
     const otherStatus = results.filter(r => 'code' in r.outcome && r.outcome.code !== Status.UNAVAILABLE);
@@ -141,6 +153,8 @@ test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE after the ${R
     // waiter, each up to the timeout), so fewer new calls start during it than before.
     assert.ok(outageCalls.length >= 5, `calls were made during the outage (${outageCalls.length})`);
     assert.deepEqual(outageSuccesses.map(r => r.tag), [], 'no call made while Redis was down succeeded, unless Redis came back within its timeout');
+    const probeResults = outageCalls.filter(r => r.tag.startsWith('probe-'));
+    assert.deepEqual(probeResults.filter(r => 'value' in r.outcome).map(r => r.tag), [], 'probes started 0.3 s into the outage failed');
     assert.ok(outageFailures.length >= 1, `calls made during the outage failed (${outageFailures.length}): ${JSON.stringify(outageCalls.map(r => [r.start - outageStart, r.ms, 'code' in r.outcome ? r.outcome.details.slice(-60) : 'ok']))}`);
     assert.deepEqual(slowFailures.map(r => `${r.tag} ${r.ms} ms`), [], `calls during the outage fail within ${REDIS_TIMEOUT_MS + FAIL_MARGIN_MS} ms`);
     assert.deepEqual(hastyFailures.map(r => `${r.tag} ${r.ms} ms`), [], `calls during the outage wait ${REDIS_TIMEOUT_MS} ms for Redis before failing`);
