@@ -53,13 +53,19 @@ export async function startProcess(
   return { log, engine: { config, options, baseEnv: pluginBaseEnv(process.env) } };
 }
 
-/** Resolve at the first SIGTERM or SIGINT, logging `what` (e.g. "no new jobs"). */
-export function untilStopSignal(log: Logger, what: string): Promise<void> {
+/**
+ * Install the SIGTERM/SIGINT handlers now and resolve at the first signal, logging `what` (e.g.
+ * "no new jobs") with `fields()`. Call it as soon as the process has its logger and await it once
+ * it serves: a handler installed only after the ready line leaves a moment in which a signal that
+ * the ready line prompted kills the process with the default action (seen in CI); a signal during
+ * start-up is kept, and the process shuts down as soon as it is up.
+ */
+export function untilStopSignal(log: Logger, what: string, fields: () => Record<string, unknown> = () => ({})): Promise<void> {
   return new Promise<void>(resolve => {
     const onSignal = (signal: NodeJS.Signals) => {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);
-      log.info({ signal }, `shutting down: ${what}`);
+      log.info({ signal, ...fields() }, what ? `shutting down: ${what}` : 'shutting down');
       resolve();
     };
     process.on('SIGTERM', onSignal);

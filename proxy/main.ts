@@ -3,7 +3,7 @@ import * as grpc from '@grpc/grpc-js';
 import { discoveryConfigured, pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { usableReaper } from '../cmp/exec/reaper.js';
-import { resetWorkRoot, startProcess } from '../cmp/process-start.js';
+import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import { shutdownTracing } from '../cmp/observe/tracing.js';
@@ -33,6 +33,8 @@ export async function runProxy(argv: string[]): Promise<number> {
   }
   const { log, engine } = started;
   const { options } = engine;
+  const inflight = new Set<Promise<unknown>>();
+  const stopSignal = untilStopSignal(log, '', () => ({ inflight: inflight.size }));
   const pluginFile = socketFileName(engine.config);
   const socketPath = `${options.socketDir}/${pluginFile}`;
   if (!discoveryConfigured(engine.config)) {
@@ -54,7 +56,6 @@ export async function runProxy(argv: string[]): Promise<number> {
   if (dispatcher instanceof QueueDispatcher && !(await dispatcher.waitReady(options.redis!.timeoutMs))) {
     log.warn('Redis is not reachable yet; requests fail with UNAVAILABLE until it is');
   }
-  const inflight = new Set<Promise<unknown>>();
   const server = buildGrpcServer({ engine, pluginName, specDigest, dispatcher, inflight, log });
 
   // Argo listens first and then resets the work root; resetting first means no request can
@@ -95,16 +96,7 @@ export async function runProxy(argv: string[]): Promise<number> {
     'serving',
   );
 
-  await new Promise<void>(resolve => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      log.info({ signal, inflight: inflight.size }, 'shutting down');
-      resolve();
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
+  await stopSignal;
 
   // Stop accepting (the repo-server dials the socket path afresh for every use), let in-flight
   // requests finish within the grace period, then force the rest and kill what they left.

@@ -44,6 +44,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     return 1;
   }
   const { log, engine } = started;
+  const stopSignal = untilStopSignal(log, 'no new jobs');
   const { options } = engine;
   const runnerSocket = options.runnerSocket === IN_PROCESS ? undefined : options.runnerSocket!;
   // Tracing (off unless ARGOCD_CMP_SERVER_OTLP_ADDRESS is set: then, and only then, the exporter is loaded).
@@ -201,7 +202,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     log.info({ queue, redis: ro.redacted, prefix: ro.prefix, concurrency: options.concurrency, runner: options.runnerSocket }, 'worker ready');
   void fetching.then(up => up && ready());
 
-  await untilStopSignal(log, 'no new jobs');
+  await stopSignal;
 
   stopping = true;
   runnerWait.abort();

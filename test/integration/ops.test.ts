@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +16,7 @@ import { freePort, startRedis } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
 import { generateCall, markerPlugin, until } from './distributed-helpers.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { BIN } from '../helpers/paths.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 const SECRET = 'do-not-log-this-value-7f3a';
@@ -342,4 +344,47 @@ test('a distributed proxy whose Redis is unreachable still stops on SIGTERM with
   await until(() => p.stderr().includes('Redis is not reachable yet') && p.stderr().includes('"msg":"serving"'), 10_000, 'the proxy to serve without Redis');
   // stop() SIGKILLs after 20 s, which shows as a null exit code.
   assert.equal(await p.stop(20_000), 0, p.stderr());
+});
+
+test('a SIGTERM during start-up is kept: the proxy finishes starting, then stops with exit 0', async () => {
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-early-term-'));
+  try {
+    fs.mkdirSync(path.join(base, 'config'));
+    fs.writeFileSync(path.join(base, 'config', 'plugin.yaml'), OPS_PLUGIN);
+    // Redis unreachable: the proxy waits CMP_OFFLOAD_REDIS_TIMEOUT for it before it serves, so the
+    // signal below lands before `serving` (before the fix, the default action killed the process).
+    const proc = spawn(process.execPath, [BIN, 'proxy', '--config-dir-path', path.join(base, 'config')], {
+      env: {
+        ...process.env,
+        ARGOCD_PLUGINSOCKFILEPATH: base,
+        ARGOCD_CMP_WORKDIR: base,
+        ARGOCD_CMP_SERVER_LOGLEVEL: 'info',
+        CMP_OFFLOAD_REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+        CMP_OFFLOAD_SIGNING_KEY: TEST_SIGNING_KEY,
+        CMP_OFFLOAD_REDIS_TIMEOUT: '1s',
+        CMP_OFFLOAD_HTTP_ADDR: 'off',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    let signalled = false;
+    proc.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      // The first line the proxy logs, right after reading plugin.yaml.
+      if (!signalled && stderr.includes('No discovery configuration')) {
+        assert.ok(!stderr.includes('"msg":"serving"'));
+        signalled = proc.kill('SIGTERM');
+      }
+    });
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 20_000);
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>(resolve => proc.once('close', (c, s) => resolve([c, s])));
+    clearTimeout(timer);
+    assert.deepEqual([code, signal], [0, null], stderr);
+    const msgs = stderr.split('\n').filter(Boolean).map(l => (JSON.parse(l) as { msg: string }).msg);
+    // The signal is logged when it arrives; the proxy still starts serving, then stops at once.
+    assert.deepEqual(msgs.filter(m => ['serving', 'shutting down', 'stopped'].includes(m)), ['shutting down', 'serving', 'stopped']);
+    assert.ok(!fs.existsSync(path.join(base, 'ops.sock')), 'the socket is removed');
+  } finally {
+    fs.rmSync(base, { recursive: true, force: true });
+  }
 });

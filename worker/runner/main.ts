@@ -49,6 +49,7 @@ export async function runRunner(argv: string[]): Promise<number> {
     return 1;
   }
   const { log, engine } = started;
+  const stopSignal = untilStopSignal(log, 'no new requests');
   const { options } = engine;
   const socketPath = options.runnerSocket!;
   extractPool.warm();
@@ -63,7 +64,7 @@ export async function runRunner(argv: string[]): Promise<number> {
   }
   log.info({ socket: socketPath, plugin: engine.config.metadata.name }, 'runner ready');
 
-  await untilStopSignal(log, 'no new requests');
+  await stopSignal;
 
   await server.close(options.shutdownGraceMs);
   await terminateAll(5_000);
