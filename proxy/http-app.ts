@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { RedisClient } from '../cmp/queue/redis-connection.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { buildOpsApp, type ReadinessCheck } from '../cmp/observe/ops-http.js';
-import { refreshQueueGauge } from '../cmp/observe/queue-depth.js';
+import { refreshRedisGauges } from '../cmp/observe/redis-memory.js';
 import type { MemoryCache } from '../cmp/cache/memory-cache.js';
 
 export interface ProxyHttpDeps {
@@ -18,7 +18,7 @@ export interface ProxyHttpDeps {
 
 /**
  * The proxy's HTTP app: /healthz, /readyz (the socket listens; Redis is connected in distributed
- * mode) and /metrics (with the queue depth of the plugin's queue read from Redis at scrape time).
+ * mode) and /metrics (with the queue depth of the plugin's queue and Redis' memory read at scrape time).
  */
 export function buildProxyHttpApp(deps: ProxyHttpDeps): FastifyInstance {
   const checks: ReadinessCheck[] = [{ name: 'socket', ok: () => deps.listening() && isSocket(deps.socketPath) }];
@@ -34,7 +34,7 @@ export function buildProxyHttpApp(deps: ProxyHttpDeps): FastifyInstance {
       }
       if (redis) {
         metrics.redisConnected.set(redis.connection.status === 'ready' ? 1 : 0);
-        await refreshQueueGauge(redis.connection, redis.prefix, redis.queue);
+        await refreshRedisGauges(redis.connection, redis.prefix, redis.queue);
       }
     },
   });

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { RedisClient } from '../cmp/queue/redis-connection.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { buildOpsApp } from '../cmp/observe/ops-http.js';
-import { refreshQueueGauge } from '../cmp/observe/queue-depth.js';
+import { refreshRedisGauges } from '../cmp/observe/redis-memory.js';
 
 export interface WorkerHttpDeps {
   /** The command connection (blobs, results) and the worker's blocking connection. */
@@ -21,7 +21,7 @@ export interface WorkerHttpDeps {
 
 /**
  * The worker's HTTP app: /healthz, /readyz (both Redis connections up, the worker fetching
- * jobs and, in runner mode, the runner's socket accepting connections), /metrics (with the queue depth read at scrape time) and the optional dashboard.
+ * jobs and, in runner mode, the runner's socket accepting connections), /metrics (with the queue depth and Redis' memory read at scrape time) and the optional dashboard.
  */
 export async function buildWorkerHttpApp(deps: WorkerHttpDeps): Promise<FastifyInstance> {
   const app = buildOpsApp({
@@ -32,7 +32,7 @@ export async function buildWorkerHttpApp(deps: WorkerHttpDeps): Promise<FastifyI
     ],
     async beforeScrape() {
       metrics.redisConnected.set(deps.redis.status === 'ready' && deps.blocking.status === 'ready' ? 1 : 0);
-      await refreshQueueGauge(deps.redis, deps.prefix, deps.queue);
+      await refreshRedisGauges(deps.redis, deps.prefix, deps.queue);
     },
   });
   if (deps.dashboard) {

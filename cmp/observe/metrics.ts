@@ -130,6 +130,16 @@ export const metrics = {
     help: '1 while this process is connected to Redis (distributed mode), else 0.',
     registers: [registry],
   }),
+  redisUsedMemory: new Gauge({
+    name: 'cmp_offload_redis_used_memory_bytes',
+    help: 'used_memory of the Redis (on a Cluster: the master) holding our keys, from INFO memory at scrape time (distributed mode; the last value while Redis does not answer).',
+    registers: [registry],
+  }),
+  redisMaxmemory: new Gauge({
+    name: 'cmp_offload_redis_maxmemory_bytes',
+    help: 'maxmemory of the Redis holding our keys (0: no limit), from INFO memory at scrape time (distributed mode; the last value while Redis does not answer).',
+    registers: [registry],
+  }),
   info: new Gauge({
     name: 'cmp_offload_info',
     help: 'Always 1; labels name the role, plugin and mode of this process.',

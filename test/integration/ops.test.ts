@@ -222,6 +222,25 @@ describe('operations: distributed mode', () => {
     assert.ok(typeof job.ms.exec === 'number' && typeof job.ms.queue_wait === 'number');
   });
 
+  test("proxy and worker export Redis' used_memory and maxmemory (INFO memory at scrape time); 0 means no limit", async () => {
+    const redis = new Redis(d.redis.url);
+    try {
+      await redis.config('SET', 'maxmemory', String(256 * 1024 * 1024));
+      const used = Number(/^used_memory:(\d+)\r?$/m.exec(await redis.info('memory'))![1]);
+      for (const port of [proxyPort, workerPort]) {
+        const m = await scrape(port);
+        assert.equal(m.get('cmp_offload_redis_maxmemory_bytes'), 256 * 1024 * 1024, `maxmemory on ${port}`);
+        const exported = m.get('cmp_offload_redis_used_memory_bytes')!;
+        // Read a moment apart from ours: the same order of magnitude, not byte for byte.
+        assert.ok(exported > 100_000 && Math.abs(exported - used) < 10 * 1024 * 1024, `used_memory ${exported} on ${port}, INFO said ${used}`);
+      }
+      await redis.config('SET', 'maxmemory', '0');
+      for (const port of [proxyPort, workerPort]) assert.equal((await scrape(port)).get('cmp_offload_redis_maxmemory_bytes'), 0, `no limit on ${port}`);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   test('the queue depth gauge reads the same BullMQ keys KEDA scales on', async () => {
     const redis = new Redis(d.redis.url);
     const connection = new Redis(d.redis.url, { maxRetriesPerRequest: null });
@@ -265,7 +284,10 @@ describe('operations: distributed mode', () => {
     await d.redis.pause();
     await until(async () => (await ready(proxyPort)) === 503 && (await ready(workerPort)) === 503, 10_000, 'both not ready');
     assert.match(await (await get(proxyPort, '/readyz')).text(), /not ready: redis/);
-    assert.equal((await scrape(proxyPort)).get('cmp_offload_redis_connected'), 0);
+    const down = await scrape(proxyPort);
+    assert.equal(down.get('cmp_offload_redis_connected'), 0);
+    // The memory gauges keep their last values while Redis does not answer (the scrape still works).
+    assert.ok(down.get('cmp_offload_redis_used_memory_bytes')! > 0, 'used_memory kept');
     assert.equal((await get(workerPort, '/healthz')).status, 200, 'still alive');
     await d.redis.restart();
     await until(async () => (await ready(proxyPort)) === 200 && (await ready(workerPort)) === 200, 15_000, 'both ready again');

@@ -3,11 +3,13 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
 import { compileOptions } from '../../cmp/config/options.js';
+import { prefixSlot } from '../../cmp/observe/redis-memory.js';
 import { storeBlob } from '../../cmp/queue/blob-store.js';
 import { parseCancel, publishCancel } from '../../cmp/queue/cancel.js';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import { connectRedis, untilReady, type RedisClient } from '../../cmp/queue/redis-connection.js';
 import { startDistributed, TEST_SIGNING_KEY, type Distributed } from '../helpers/distributed.js';
+import { scrape } from '../helpers/metrics.js';
 import { freePort } from '../helpers/redis-server.js';
 import { redisCli, startRedisCluster, type RedisTopology } from '../helpers/redis-topology.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
@@ -95,6 +97,30 @@ describe('Redis Cluster (3 masters, started by the test)', () => {
     assert.ok(keys.some(k => k.startsWith(`${PREFIX}:out:${QUEUE}:`)), 'a cache entry');
     assert.ok(keys.some(k => k.startsWith(`${PREFIX}:blob:`)), 'a blob');
     assert.ok(keys.some(k => /^\{cmp-offload\}:qcluster:[^:]+$/.test(k) && !/:(meta|events|id|stalled-check|marker|wait|active|completed|failed)$/.test(k)), 'a job hash');
+  });
+
+  test("the Redis memory gauges read the master of the prefix's slot (each master given its own maxmemory)", async () => {
+    const slot = Number(await redisCli(cluster.dataPorts[0]!, 'cluster', 'keyslot', PREFIX));
+    assert.equal(prefixSlot(PREFIX), slot, 'our slot of the prefix is the one CLUSTER KEYSLOT names');
+    const maxmemory = (i: number) => (i + 1) * 100 * 1024 * 1024;
+    let owner: number | undefined;
+    try {
+      for (const [i, port] of cluster.dataPorts.entries()) {
+        await redisCli(port, 'config', 'set', 'maxmemory', String(maxmemory(i)));
+        // The node's own line of CLUSTER NODES ends with its slot ranges (`0-5460`, or one slot).
+        const myself = (await redisCli(port, 'cluster', 'nodes')).split('\n').find(l => l.includes('myself'))!;
+        const ranges = myself.trim().split(' ').slice(8).map(r => r.split('-').map(Number));
+        if (ranges.some(([from, to = from]) => slot >= from! && slot <= to!)) owner = i;
+      }
+      assert.notEqual(owner, undefined, 'no master owns the slot');
+      for (const port of [proxyPort, workerPort]) {
+        const m = await scrape(port);
+        assert.equal(m.get('cmp_offload_redis_maxmemory_bytes'), maxmemory(owner!), `maxmemory on ${port}`);
+        assert.ok(m.get('cmp_offload_redis_used_memory_bytes')! > 100_000, `used_memory on ${port}`);
+      }
+    } finally {
+      for (const port of cluster.dataPorts) await redisCli(port, 'config', 'set', 'maxmemory', '0');
+    }
   });
 
   test('a signed cancel published through one node reaches a worker-style subscriber on the cluster', async () => {

@@ -2,8 +2,9 @@ import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startDistributed, type Distributed } from '../helpers/distributed.js';
+import { scrape } from '../helpers/metrics.js';
 import { freePort } from '../helpers/redis-server.js';
-import { startRedisSentinel, type SentinelTopology } from '../helpers/redis-topology.js';
+import { redisCli, startRedisSentinel, type SentinelTopology } from '../helpers/redis-topology.js';
 import { openCmpClient } from '../helpers/grpc-client.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { tarballOf } from '../helpers/repo.js';
@@ -14,6 +15,10 @@ const QUEUE = 'qsentinel';
 const markers = pluginWritableTempDir('cmp-markers-');
 const DATA_PASSWORD = 'data-p@ss/word';
 const SENTINEL_PASSWORD = 'sentinel-pass-0123';
+
+/** maxmemory given to the data nodes (master, replica): CONFIG SET is per node, never replicated. */
+const MAXMEMORY = [300 * 1024 * 1024, 400 * 1024 * 1024];
+const maxmemoryOf = async (port: number) => (await scrape(port)).get('cmp_offload_redis_maxmemory_bytes');
 
 const ready = async (port: number) => (await fetch(`http://127.0.0.1:${port}/readyz`)).status;
 const redisConnected = async (port: number) =>
@@ -68,6 +73,14 @@ describe('Redis Sentinel (1 master, 1 replica, 3 sentinels, all with AUTH, start
     }
   });
 
+  test("the Redis memory gauges read the master's INFO memory, not the replica's", async () => {
+    for (const [i, port] of topo.dataPorts.entries()) await redisCli(port, '-a', DATA_PASSWORD, '--no-auth-warning', 'config', 'set', 'maxmemory', String(MAXMEMORY[i]));
+    for (const port of [proxyPort, workerPort]) {
+      assert.equal(await maxmemoryOf(port), MAXMEMORY[0], `maxmemory on ${port}`);
+      assert.ok((await scrape(port)).get('cmp_offload_redis_used_memory_bytes')! > 100_000, `used_memory on ${port}`);
+    }
+  });
+
   test('generate, cache hit, cache purge through the CLI and a cancel, end to end', async () => {
     await topologyFlow(d, markers, tgz, 'sentinel');
   });
@@ -100,6 +113,8 @@ describe('Redis Sentinel (1 master, 1 replica, 3 sentinels, all with AUTH, start
       await until(async () => (await ready(proxyPort)) === 200 && (await ready(workerPort)) === 200, 30_000, 'both ready again');
       assert.equal(await redisConnected(proxyPort), 1);
       assert.equal(await redisConnected(workerPort), 1);
+      // The memory gauges follow the master to the former replica.
+      for (const port of [proxyPort, workerPort]) assert.equal(await maxmemoryOf(port), MAXMEMORY[1], `maxmemory on ${port} after the failover`);
     } finally {
       client.close();
     }

@@ -139,8 +139,6 @@ const TARGET_LABELS = ['namespace', 'pod', 'job', 'instance', 'service', 'contai
 const EXTERNAL: Record<string, { alert: string; labels: string[] }> = {
   kube_horizontalpodautoscaler_status_current_replicas: { alert: 'CmpOffloadWorkersAtMax', labels: ['horizontalpodautoscaler', 'namespace'] },
   kube_horizontalpodautoscaler_spec_max_replicas: { alert: 'CmpOffloadWorkersAtMax', labels: ['horizontalpodautoscaler', 'namespace'] },
-  redis_memory_used_bytes: { alert: 'CmpOffloadRedisMemoryHigh', labels: ['instance', 'namespace'] },
-  redis_memory_max_bytes: { alert: 'CmpOffloadRedisMemoryHigh', labels: ['instance', 'namespace'] },
 };
 const FUNCTIONS = new Set(['sum', 'max', 'min', 'count', 'avg', 'rate', 'increase', 'histogram_quantile', 'max_over_time', 'min_over_time', 'absent', 'clamp_min']);
 
@@ -249,9 +247,17 @@ test('the expression check can fail: an unknown metric, label, value or grouping
   assert.match(exprProblems('X', 'cmp_offload_jobs_total{status="failed"}', series).join(), /has no label status/);
   assert.match(exprProblems('X', 'cmp_offload_queue_jobs{state=~"wait|waiting"}', series).join(), /never takes the value waiting/);
   assert.match(exprProblems('X', 'sum by (plugin) (cmp_offload_queue_jobs)', series).join(), /groups by plugin/);
-  assert.match(exprProblems('X', 'redis_memory_used_bytes > 0', series).join(), /allowed only in CmpOffloadRedisMemoryHigh/);
+  assert.match(exprProblems('X', 'kube_horizontalpodautoscaler_spec_max_replicas > 0', series).join(), /allowed only in CmpOffloadWorkersAtMax/);
+  assert.match(exprProblems('CmpOffloadRedisMemoryHigh', 'redis_memory_used_bytes > 0', series).join(), /redis_memory_used_bytes is not exported/);
   assert.match(exprProblems('X', 'histogram_quantile(0.9, cmp_offload_stage_duration_seconds_bucket{stage="queue"})', series).join(), /never takes the value queue/);
   assert.deepEqual(exprProblems('X', 'histogram_quantile(0.9, sum by (le) (rate(cmp_offload_stage_duration_seconds_bucket{stage="exec"}[5m])))', series), []);
+});
+
+test('Redis memory high reads our own gauges (no redis_exporter), both of them', () => {
+  const memory = alerts().find(a => a.alert === 'CmpOffloadRedisMemoryHigh')!;
+  const read = parsePromQL(memory.expr).selectors.map(s => s.metric).sort();
+  assert.deepEqual(read, ['cmp_offload_redis_maxmemory_bytes', 'cmp_offload_redis_used_memory_bytes']);
+  for (const m of read) assert.ok(exported().has(m), `${m} is not exported`);
 });
 
 test('the backlog threshold is what the workers at KEDA\'s maximum run at once; WorkersAtMax watches KEDA\'s HPA', () => {
@@ -329,6 +335,15 @@ function promtoolTest(r: Obj, tests: Obj[]): { status: number | null; out: strin
   }
 }
 
+/** promtool unit tests of one alert: silent at `quiet`, then exactly one alert with these labels and summary at `fires`. */
+function quietThenFires(alertname: string, quiet: string, fires: string, labels: Record<string, string>, summary: string): Obj[] {
+  const runbook_url = `docs/operations.md#${alertname.toLowerCase()}`;
+  return [
+    { eval_time: quiet, alertname, exp_alerts: [] },
+    { eval_time: fires, alertname, exp_alerts: [{ exp_labels: labels, exp_annotations: { runbook_url, summary } }] },
+  ];
+}
+
 test('promtool: scale-to-zero stuck fires with jobs waiting and no worker, not with one; Redis disconnected fires per pod (skipped without promtool outside CI)', { skip: promtoolSkip }, () => {
   requirePromtool();
   const proxy = 'namespace="argocd",pod="repo-0"';
@@ -342,28 +357,8 @@ test('promtool: scale-to-zero stuck fires with jobs waiting and no worker, not w
         { series: `cmp_offload_redis_connected{${proxy}}`, values: '1 1 1 0x12' },
       ],
       alert_rule_test: [
-        { eval_time: '2m', alertname: 'CmpOffloadScaleToZeroStuck', exp_alerts: [] },
-        {
-          eval_time: '5m',
-          alertname: 'CmpOffloadScaleToZeroStuck',
-          exp_alerts: [
-            {
-              exp_labels: { severity: 'critical', namespace: 'argocd' },
-              exp_annotations: { runbook_url: 'docs/operations.md#cmpoffloadscaletozerostuck', summary: '3 cmp-offload jobs wait in namespace argocd and no worker runs' },
-            },
-          ],
-        },
-        { eval_time: '4m', alertname: 'CmpOffloadRedisDisconnected', exp_alerts: [] },
-        {
-          eval_time: '12m',
-          alertname: 'CmpOffloadRedisDisconnected',
-          exp_alerts: [
-            {
-              exp_labels: { severity: 'critical', namespace: 'argocd', pod: 'repo-0' },
-              exp_annotations: { runbook_url: 'docs/operations.md#cmpoffloadredisdisconnected', summary: 'repo-0 has not been connected to Redis for 4 minutes' },
-            },
-          ],
-        },
+        ...quietThenFires('CmpOffloadScaleToZeroStuck', '2m', '5m', { severity: 'critical', namespace: 'argocd' }, '3 cmp-offload jobs wait in namespace argocd and no worker runs'),
+        ...quietThenFires('CmpOffloadRedisDisconnected', '4m', '12m', { severity: 'critical', namespace: 'argocd', pod: 'repo-0' }, 'repo-0 has not been connected to Redis for 4 minutes'),
       ],
     },
     {
@@ -382,4 +377,32 @@ test('promtool: scale-to-zero stuck fires with jobs waiting and no worker, not w
   const stuck = alerts(broken).find(a => a.alert === 'CmpOffloadScaleToZeroStuck')!;
   stuck.expr = stuck.expr.replace(/unless[\s\S]*$/, '');
   assert.notEqual(promtoolTest(broken, tests).status, 0, 'the unit tests pass without the no-worker condition');
+});
+
+test('promtool: Redis memory high fires once per namespace above 85% of maxmemory, never without a limit (skipped without promtool outside CI)', { skip: promtoolSkip }, () => {
+  requirePromtool();
+  const gauges = (ns: string, pod: string, used: number, max: number) => [
+    { series: `cmp_offload_redis_used_memory_bytes{namespace="${ns}",pod="${pod}"}`, values: `${used}x15` },
+    { series: `cmp_offload_redis_maxmemory_bytes{namespace="${ns}",pod="${pod}"}`, values: `${max}x15` },
+  ];
+  const tests = [
+    {
+      interval: '1m',
+      input_series: [
+        // Two pods of one namespace read the same Redis: one alert.
+        ...gauges('argocd', 'repo-0', 900, 1000),
+        ...gauges('argocd', 'worker-0', 900, 1000),
+        ...gauges('nolimit', 'repo-0', 900, 0),
+        ...gauges('fine', 'repo-0', 500, 1000),
+      ],
+      alert_rule_test: quietThenFires('CmpOffloadRedisMemoryHigh', '5m', '12m', { severity: 'warning', namespace: 'argocd' }, 'the Redis of cmp-offload in namespace argocd uses 90% of its maxmemory'),
+    },
+  ];
+  const res = promtoolTest(rule(), tests);
+  assert.equal(res.status, 0, res.out);
+  // Without the "> 0" guard, maxmemory 0 (no limit) divides to +Inf and fires.
+  const broken = rule();
+  const memory = alerts(broken).find(a => a.alert === 'CmpOffloadRedisMemoryHigh')!;
+  memory.expr = memory.expr.replace('(cmp_offload_redis_maxmemory_bytes > 0)', 'cmp_offload_redis_maxmemory_bytes');
+  assert.notEqual(promtoolTest(broken, tests).status, 0, 'the unit tests pass without the no-limit guard');
 });

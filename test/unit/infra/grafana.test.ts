@@ -47,6 +47,8 @@ test('the dashboard shows every family the issue asks for', () => {
     'cmp_offload_exec_kills_total',
     'cmp_offload_queue_jobs',
     'cmp_offload_concurrency_in_use',
+    'cmp_offload_redis_used_memory_bytes',
+    'cmp_offload_redis_maxmemory_bytes',
   ]) {
     assert.ok(text.includes(name), `${name} is not on the dashboard`);
   }

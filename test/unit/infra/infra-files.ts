@@ -46,6 +46,17 @@ export function kustomizationFiles(dir: string): { resources: string[]; patches:
   };
 }
 
+/** The YAML examples of one section of the operations guide (from its heading) that hold `patches`. */
+export function documentedPatches(heading: string): Obj[][] {
+  const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
+  const start = ops.indexOf(heading);
+  if (start < 0) throw new Error(`docs/operations.md has no section ${heading}`);
+  const end = ops.indexOf('\n#', start + 10);
+  const section = ops.slice(start, end < 0 ? undefined : end);
+  const blocks = [...section.matchAll(/^( *)```yaml\n([\s\S]*?)^\1```/gm)].map(m => m[2]!.replace(new RegExp(`^${m[1]}`, 'gm'), ''));
+  return blocks.map(b => load(b) as Obj).filter(o => Array.isArray(o?.patches)).map(o => o.patches);
+}
+
 /** The objects of one file (relative to infra/kustomize). */
 export function docsOf(rel: string): Obj[] {
   return allDocs()

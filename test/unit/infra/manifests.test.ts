@@ -17,7 +17,7 @@ import { bullmqKey, QUEUE_STATES } from '../../../cmp/observe/queue-depth.js';
 import { queueNameOf } from '../../../cmp/queue/keys.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
 import { kubectlSkip, requireKubectl } from './kubectl.js';
-import { allDocs, argoRepoServer, docsOf, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
+import { allDocs, argoRepoServer, docsOf, documentedPatches, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
 
 const MODELS: Record<string, new (o: any) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
@@ -33,6 +33,8 @@ const PATCHES = new Set([
   'overlays/scale-to-zero/scaledobject-patch.yaml',
   ...['deployment', 'service', 'configmap', 'networkpolicy'].map(k => `components/external-redis/delete-redis-${k}.yaml`),
   ...['redis-sentinel', 'redis-cluster'].flatMap(o => [`overlays/${o}/scaledobject-patch.yaml`, `overlays/${o}/worker-egress-patch.yaml`]),
+  'components/otlp/repo-server-patch.yaml',
+  'components/otlp/worker-patch.yaml',
 ]);
 const OUR_IMAGES = { proxy: 'ghcr.io/cmp-offload/cmp-offload-proxy', worker: 'ghcr.io/cmp-offload/cmp-offload-worker' };
 const OTHER_IMAGES = new Set(['redis:7.2']);
@@ -532,20 +534,9 @@ test('kubectl kustomize renders the Sentinel and Cluster overlays (kubectl 1.21+
   }
 });
 
-/** The YAML examples of the operations guide's "Network policies" section that hold `patches`. */
-function documentedPatches(): Obj[][] {
-  const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
-  const start = ops.indexOf('### 7.1 Network policies');
-  assert.ok(start > 0, 'no "Network policies" section');
-  const end = ops.indexOf('\n#', start + 10);
-  const section = ops.slice(start, end < 0 ? undefined : end);
-  const blocks = [...section.matchAll(/^( *)```yaml\n([\s\S]*?)^\1```/gm)].map(m => m[2]!.replace(new RegExp(`^${m[1]}`, 'gm'), ''));
-  return blocks.map(b => load(b) as Obj).filter(o => Array.isArray(o?.patches)).map(o => o.patches);
-}
-
 test('kubectl kustomize renders the egress component and the documented patches of the network policies (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
   requireKubectl();
-  const patches = documentedPatches();
+  const patches = documentedPatches('### 7.1 Network policies');
   assert.equal(patches.length, 2, 'expected the monitoring-namespace and the egress-CIDR examples');
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-netpol-'));
   try {
