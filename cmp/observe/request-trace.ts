@@ -77,6 +77,29 @@ export function currentTrace(): RequestTrace | undefined {
 
 /** Time `fn` as `stage` of the current request (the histogram is fed even without a trace). */
 export async function timeStage<T>(stage: Stage, fn: () => Promise<T> | T, attributes?: Record<string, string>): Promise<T> {
+  return measured(fn, (ms, failed) => {
+    const trace = currentTrace();
+    if (!trace) return counted?.stage(stage, ms);
+    trace.addStage(stage, ms);
+    if (trace.stageSpans) {
+      const endMs = nowMs();
+      trace.stageSpans.push({ name: stage, startMs: endMs - ms, endMs, ...(attributes ? { attributes } : {}), ...(failed ? { error: true } : {}) });
+    }
+  });
+}
+
+/** Trace `fn` as a span of the current request, without a metric (a no-op when the request is not traced). */
+export async function traceStep<T>(name: 'blob_fetch', fn: () => Promise<T>): Promise<T> {
+  const spans = currentTrace()?.stageSpans;
+  if (!spans) return fn();
+  return measured(fn, (ms, failed) => {
+    const endMs = nowMs();
+    spans.push({ name, startMs: endMs - ms, endMs, ...(failed ? { error: true } : {}) });
+  });
+}
+
+/** Run `fn`, then `end` with its duration and whether it threw (the stage and span bookkeeping above). */
+async function measured<T>(fn: () => Promise<T> | T, end: (ms: number, failed: boolean) => void): Promise<T> {
   const t0 = performance.now();
   let failed = true;
   try {
@@ -84,30 +107,7 @@ export async function timeStage<T>(stage: Stage, fn: () => Promise<T> | T, attri
     failed = false;
     return r;
   } finally {
-    const ms = performance.now() - t0;
-    const trace = currentTrace();
-    if (trace) {
-      trace.addStage(stage, ms);
-      if (trace.stageSpans) {
-        const endMs = nowMs();
-        trace.stageSpans.push({ name: stage, startMs: endMs - ms, endMs, ...(attributes ? { attributes } : {}), ...(failed ? { error: true } : {}) });
-      }
-    } else counted?.stage(stage, ms);
-  }
-}
-
-/** Trace `fn` as a span of the current request, without a metric (a no-op when the request is not traced). */
-export async function traceStep<T>(name: 'blob_fetch', fn: () => Promise<T>): Promise<T> {
-  const spans = currentTrace()?.stageSpans;
-  if (!spans) return fn();
-  const startMs = nowMs();
-  let failed = true;
-  try {
-    const r = await fn();
-    failed = false;
-    return r;
-  } finally {
-    spans.push({ name, startMs, endMs: nowMs(), ...(failed ? { error: true } : {}) });
+    end(performance.now() - t0, failed);
   }
 }
 
