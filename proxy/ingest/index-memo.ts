@@ -27,6 +27,8 @@ export class IndexMemo {
 
   /** Remember (or refresh) the index of a tarball whose received bytes hashed to `digest`. */
   remember(digest: string, index: TreeIndex): void {
+    // A hit only moves the entry up: sizing a large tree again would cost a walk of its entries.
+    if (this.lru.get(digest) === index) return;
     this.lru.set(digest, index);
     metrics.indexMemoBytes.set(this.lru.stats().bytes);
   }
