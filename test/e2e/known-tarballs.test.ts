@@ -1,6 +1,7 @@
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
+import { Redis } from 'ioredis';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { scrape } from '../helpers/metrics.js';
 import { fixturePath } from '../helpers/paths.js';
@@ -137,6 +138,27 @@ for (const mode of MODES) {
       await listing(tarballs[0]!);
       const last = await memo();
       assert.deepEqual([last.hit - afterStorm.hit, last.miss - afterStorm.miss], [1, 2], 'the marker is known, the huge tree and the first of the storm are not');
+    });
+
+    test('distributed: a known tarball is not uploaded again, its blob only gets its TTL refreshed', { skip: mode !== 'distributed' }, async () => {
+      const tgz = buildTgz(tree('blob'));
+      await listing(tgz);
+      // Keyspace events of the blob key (this suite's own Redis): an upload ends in a RENAME onto it.
+      const commands = new Redis(server.redisUrl!);
+      const events = new Redis(server.redisUrl!);
+      try {
+        await commands.config('SET', 'notify-keyspace-events', 'Kg$');
+        const seen: string[] = [];
+        events.on('message', (_channel: string, event: string) => seen.push(event));
+        await events.subscribe(`__keyspace@0__:{cmp-offload}:blob:${repoMetadata(tgz).checksum}`);
+        await listing(tgz);
+        await listing(tgz);
+        await eventually(() => seen.length >= 2, 5_000, 'two events on the blob key');
+        assert.deepEqual([...new Set(seen)], ['expire'], `events on the blob key: ${seen.join(', ')}`);
+      } finally {
+        commands.disconnect();
+        events.disconnect();
+      }
     });
   });
 }
