@@ -11,6 +11,8 @@ import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
 import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
 import { buildGrpcServer } from './grpc-server.js';
+import { IndexMemo } from './ingest/index-memo.js';
+import { SpoolStore } from './ingest/spool-store.js';
 
 /**
  * `cmp-offload proxy`: the composition root. Starts like argocd-cmp-server (cmp-contract §1.3):
@@ -56,7 +58,9 @@ export async function runProxy(argv: string[]): Promise<number> {
   if (dispatcher instanceof QueueDispatcher && !(await dispatcher.waitReady(options.redis!.timeoutMs))) {
     log.warn('Redis is not reachable yet; requests fail with UNAVAILABLE until it is');
   }
-  const server = buildGrpcServer({ engine, pluginName, specDigest, dispatcher, inflight, log });
+  const memo = new IndexMemo(options.indexMemoBytes);
+  const spools = new SpoolStore(options.workRoot);
+  const server = buildGrpcServer({ engine, pluginName, specDigest, dispatcher, inflight, log, memo, spools });
 
   // Argo listens first and then resets the work root; resetting first means no request can
   // ever land in a work dir that is about to be wiped.

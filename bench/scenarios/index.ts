@@ -3,6 +3,7 @@ import { cacheHit } from './cache-hit.js';
 import { coldStart } from './cold-start.js';
 import { extract } from './extract.js';
 import { ingest } from './ingest.js';
+import { knownTarball } from './known-tarball.js';
 import { memory } from './memory.js';
 import { monorepoStorm } from './monorepo-storm.js';
 import { queueOverhead } from './queue-overhead.js';
@@ -12,4 +13,4 @@ import { stormWholeRepo } from './storm-whole-repo.js';
 import { traceOverhead } from './trace-overhead.js';
 
 /** Every scenario, in the order they run. Add a scenario by adding its module here. */
-export const SCENARIOS: Scenario[] = [ingest, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm, stormWholeRepo, traceOverhead];
+export const SCENARIOS: Scenario[] = [ingest, knownTarball, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm, stormWholeRepo, traceOverhead];

@@ -10,10 +10,10 @@ import { randomTarball, textTarball, type Tarball } from '../lib/tarballs.js';
 import { row, type Row, type Scenario } from '../lib/types.js';
 
 /** MatchRepository with a fileName rule is answered from the tree index: ingest and nothing else. */
-const PLUGIN = pluginYaml('ingest', 'discover:\n  fileName: "no-such-file.txt"\ngenerate:\n  command: [sh, -c, "true"]');
+export const PLUGIN = pluginYaml('ingest', 'discover:\n  fileName: "no-such-file.txt"\ngenerate:\n  command: [sh, -c, "true"]');
 
 /** One MatchRepository call streaming the tarball in 1 KiB chunks; ms until the answer. */
-async function send(socketPath: string, t: Tarball): Promise<number> {
+export async function send(socketPath: string, t: Tarball): Promise<number> {
   const client = connectPlugin(socketPath);
   try {
     const start = process.hrtime.bigint();
@@ -36,7 +36,9 @@ export const ingest: Scenario = {
       { label: 'incompressible', t: await randomTarball(opts.outDir, `ingest-random-${compressed / MiB}`, compressed) },
     ];
     const bare = await startBareServer();
-    const proxy = await startProxy({ pluginYaml: PLUGIN, socketName: 'ingest.sock', env: profileEnv(opts, 'ingest') });
+    // A 1-byte memo remembers no index: every call is first-seen (the known-tarball scenario measures the memo).
+    const env = { ...profileEnv(opts, 'ingest'), CMP_OFFLOAD_INDEX_MEMO_BYTES: '1', CMP_OFFLOAD_HTTP_ADDR: 'off' };
+    const proxy = await startProxy({ pluginYaml: PLUGIN, socketName: 'ingest.sock', env });
     const rows: Row[] = [];
     try {
       for (const { label, t } of inputs) {

@@ -33,6 +33,12 @@ export class ByteLru<V> {
     return entry.value;
   }
 
+  /** The value under `key` without counting it as a use (its place in the LRU stays). */
+  peek(key: string): V | undefined {
+    const entry = this.entries.get(key);
+    return entry && entry.expires > this.now() ? entry.value : undefined;
+  }
+
   set(key: string, value: V): void {
     const bytes = this.sizeOf(value) + key.length;
     if (bytes > this.maxBytes) return;

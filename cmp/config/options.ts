@@ -50,6 +50,8 @@ export interface Options {
     /** CMP_OFFLOAD_CACHE_MAX_BYTES: size of the in-memory cache (standalone mode). */
     maxBytes: number;
   };
+  /** CMP_OFFLOAD_INDEX_MEMO_BYTES: memory for the tree indexes of tarballs ingested lately (proxy). */
+  indexMemoBytes: number;
   limits: {
     /** CMP_OFFLOAD_MAX_TARBALL_BYTES: gzip bytes accepted per request. */
     tarballBytes: number;
@@ -228,6 +230,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
       bypassEnv: `ARGOCD_ENV_${envName(env, 'CMP_OFFLOAD_CACHE_BYPASS_ENV', 'CMP_OFFLOAD_CACHE')}`,
       maxBytes: bytes(env, 'CMP_OFFLOAD_CACHE_MAX_BYTES', 256 * MiB),
     },
+    indexMemoBytes: bytes(env, 'CMP_OFFLOAD_INDEX_MEMO_BYTES', 64 * MiB),
     limits: {
       tarballBytes: bytes(env, 'CMP_OFFLOAD_MAX_TARBALL_BYTES', 2 * GiB),
       extractedBytes: bytes(env, 'CMP_OFFLOAD_MAX_EXTRACTED_BYTES', 8 * GiB),

@@ -49,6 +49,22 @@ export const metrics = {
     help: 'Tarball bytes received from the repo-server.',
     registers: [registry],
   }),
+  indexMemo: new Counter({
+    name: 'cmp_offload_index_memo_lookups_total',
+    help: 'Tarballs received in full and verified, by whether their tree index was remembered (hit: only hashed) or built (miss: gunzipped, parsed, every file hashed).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  }),
+  indexMemoBytes: new Gauge({
+    name: 'cmp_offload_index_memo_bytes',
+    help: 'Approximate size of the remembered tree indexes (CMP_OFFLOAD_INDEX_MEMO_BYTES bounds it).',
+    registers: [registry],
+  }),
+  spooledTarballs: new Gauge({
+    name: 'cmp_offload_spooled_tarballs',
+    help: 'Distinct verified tarballs on the proxy disk, one file each, held by the requests in flight.',
+    registers: [registry],
+  }),
   cacheLookups: new Counter({
     name: 'cmp_offload_cache_lookups_total',
     help: 'Output cache lookups by result: hit, miss, coalesced (joined an identical run in flight), bypass (no key), index (answered from the tree index).',

@@ -3,8 +3,11 @@ import fs from 'node:fs';
 import { status as Status } from '@grpc/grpc-js';
 import type { Ctx } from '../../cmp/context.js';
 import { CmpError, messageOf, wrap, ourError } from '../../cmp/errors.js';
+import { metrics } from '../../cmp/observe/metrics.js';
 import { TreeIndexer, type TreeIndex } from '../../cmp/tar/tree-index.js';
 import type { AppStreamRequest, ManifestRequestMetadata } from '../../proto/generated/cmpserver/plugin/plugin.js';
+import type { IndexMemo } from './index-memo.js';
+import type { SpoolLease, SpoolStore } from './spool-store.js';
 
 /** The slice of a grpc-js client-streaming call that ingest reads from. */
 export interface RepoStream {
@@ -20,6 +23,10 @@ export interface IngestOptions {
   ctx: Ctx;
   /** Where the raw tarball is spooled (mode 0600), inside the request's own work dir. */
   tgzPath: string;
+  /** Indexes of tarballs ingested lately: a tarball found there is only hashed. */
+  memo: IndexMemo;
+  /** The shared copies of tarballs in use: a tarball held there is not spooled again. */
+  spools: SpoolStore;
   maxTarballBytes: number;
   maxExtractedBytes: number;
   maxEntries: number;
@@ -27,12 +34,15 @@ export interface IngestOptions {
 
 export interface IngestedRepo {
   metadata: ManifestRequestMetadata;
+  /** The shared copy of the tarball, kept until `release()`. */
   tgzPath: string;
   /** sha256 hex of the gzip bytes, verified equal to metadata.checksum. */
   checksum: string;
   size: number;
   /** The tree as the tarball describes it, or undefined when it could not be indexed. */
   index: TreeIndex | undefined;
+  /** Let go of the tarball at `tgzPath` (the request is done with it). */
+  release(): Promise<void>;
 }
 
 /** Spool writes are batched: the repo-server's default chunk is 1 KiB. */
@@ -42,6 +52,12 @@ const SPOOL_BATCH_BYTES = 256 * 1024;
  * Receive one repo stream (cmp-contract §5): metadata first, then file chunks until the client
  * half-closes. While reading: sha256 of the bytes, spooling to disk, and the streaming tree index
  * (gunzip + tar parse). Memory stays bounded: the call is paused while the spool file drains.
+ *
+ * A known tarball (its claimed checksum names a remembered index) is only hashed: no tree index
+ * is built, and nothing is spooled while a request in flight holds its shared copy. The
+ * remembered index is used only when the bytes hash to that checksum; otherwise the answer is
+ * the checksum error, as for any stream. Only a verified ingest with a complete index is
+ * remembered, under the digest computed here.
  *
  * Our deliberate difference (architecture §2.2): when an error is detected while receiving, the
  * rest of the stream is read and discarded (up to the tarball limit) and the error is reported
@@ -56,6 +72,10 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
     let received = 0;
     const hash = createHash('sha256');
     let indexer: TreeIndexer | undefined;
+    /** The remembered index the claimed checksum names: a hint until the digest matches. */
+    let known: TreeIndex | undefined;
+    /** The shared copy of a known tarball, held from the metadata on. */
+    let lease: SpoolLease | undefined;
     let spool: fs.WriteStream | undefined;
     let batch: Buffer[] = [];
     let batchBytes = 0;
@@ -74,7 +94,8 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       if (err) {
         discardSpool();
         void indexer?.end().catch(() => {});
-        reject(err);
+        // The lease may be the last on its file: it is gone before the answer.
+        void (lease?.release() ?? Promise.resolve()).then(() => reject(err));
       } else resolve(value!);
     };
 
@@ -121,9 +142,13 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       if (!metadata) {
         if (!msg.metadata) return fail(new CmpError('error getting stream metadata: metadata is nil'));
         metadata = msg.metadata;
-        indexer = new TreeIndexer({ maxExtractedBytes: opts.maxExtractedBytes, maxEntries: opts.maxEntries });
-        spool = fs.createWriteStream(opts.tgzPath, { mode: 0o600, highWaterMark: 4 * SPOOL_BATCH_BYTES });
-        spool.on('error', err => fail(new CmpError(`error receiving tgz file: error writing tgz file: ${messageOf(err)}`), true));
+        known = opts.memo.peek(metadata.checksum);
+        if (known) lease = opts.spools.acquire(metadata.checksum);
+        else indexer = new TreeIndexer({ maxExtractedBytes: opts.maxExtractedBytes, maxEntries: opts.maxEntries });
+        if (!lease) {
+          spool = fs.createWriteStream(opts.tgzPath, { mode: 0o600, highWaterMark: 4 * SPOOL_BATCH_BYTES });
+          spool.on('error', err => fail(new CmpError(`error receiving tgz file: error writing tgz file: ${messageOf(err)}`), true));
+        }
         // Go checks ctx before every Recv after the header: a context that was done before the
         // call began (no 'abort' event then) fails here, as it does when it ends mid-stream.
         if (opts.ctx.signal.aborted) onAbort();
@@ -136,7 +161,8 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
         return fail(wrap('error receiving tgz file', ourError('tarballTooLarge', opts.maxTarballBytes)), true);
       }
       hash.update(chunk);
-      indexer!.write(chunk);
+      indexer?.write(chunk);
+      if (!spool) return;
       batch.push(chunk);
       batchBytes += chunk.length;
       if (batchBytes >= SPOOL_BATCH_BYTES) flush();
@@ -149,24 +175,42 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       if (!metadata) return finish(new CmpError('error receiving stream header: EOF'));
       flush();
       const checksum = hash.digest('hex');
-      const done = spool!;
-      done.end(() => {
-        if (settled) return;
-        if (checksum !== metadata!.checksum) {
-          return finish(new CmpError('error receiving tgz file: file checksum validation error'));
+      const spooled = spool;
+      if (spooled) spooled.end(() => void verified(checksum));
+      else void verified(checksum);
+    };
+
+    /** Everything is received (and spooled): check the digest, find the index, share the copy. */
+    const verified = async (checksum: string) => {
+      if (settled) return;
+      if (checksum !== metadata!.checksum) {
+        return finish(new CmpError('error receiving tgz file: file checksum validation error'));
+      }
+      let index = known;
+      if (!index) {
+        try {
+          index = await indexer!.end();
+        } catch (err) {
+          // Limits are known from the index already: answer now instead of shipping the
+          // tarball to a worker. Other tar errors get their exact text from extraction.
+          if (err instanceof CmpError && err.code === Status.RESOURCE_EXHAUSTED) {
+            return finish(wrap('error decompressing tgz file', err));
+          }
         }
-        indexer!.end().then(
-          index => finish(undefined, { metadata: metadata!, tgzPath: opts.tgzPath, checksum, size: received, index }),
-          (err: unknown) => {
-            // Limits are known from the index already: answer now instead of shipping the
-            // tarball to a worker. Other tar errors get their exact text from extraction.
-            if (err instanceof CmpError && err.code === Status.RESOURCE_EXHAUSTED) {
-              return finish(wrap('error decompressing tgz file', err));
-            }
-            finish(undefined, { metadata: metadata!, tgzPath: opts.tgzPath, checksum, size: received, index: undefined });
-          },
-        );
-      });
+      }
+      if (settled) return;
+      metrics.indexMemo.inc({ result: known ? 'hit' : 'miss' });
+      if (index) opts.memo.remember(checksum, index);
+      let copy: SpoolLease;
+      try {
+        copy = lease ?? (await opts.spools.adopt(checksum, opts.tgzPath));
+      } catch {
+        // No shared copy (link refused): this request keeps its own, removed with its dir.
+        copy = { path: opts.tgzPath, release: () => Promise.resolve() };
+      }
+      lease = copy;
+      if (settled) return void copy.release();
+      finish(undefined, { metadata: metadata!, tgzPath: copy.path, checksum, size: received, index, release: () => copy.release() });
     };
 
     stream.on('data', onData);

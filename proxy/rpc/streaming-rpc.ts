@@ -12,7 +12,9 @@ import { nowMs, parseTraceparent, tracingEnabled } from '../../cmp/observe/traci
 import { appNameOf } from '../../cmp/queue/keys.js';
 import { RPC_TEXT, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
 import type { AppStreamRequest } from '../../proto/generated/cmpserver/plugin/plugin.js';
-import { receiveRepoStream } from '../ingest/receive-repo-stream.js';
+import type { IndexMemo } from '../ingest/index-memo.js';
+import { receiveRepoStream, type IngestedRepo } from '../ingest/receive-repo-stream.js';
+import type { SpoolStore } from '../ingest/spool-store.js';
 import { answerRequest, type AnswerDeps } from './answer-request.js';
 import { toStatus } from './status.js';
 
@@ -21,6 +23,10 @@ export interface StreamingRpcDeps extends AnswerDeps {
   inflight: Set<Promise<unknown>>;
   /** Where the one line per request goes (none in tests that build the server bare). */
   log?: Logger;
+  /** Tree indexes of the tarballs ingested lately. */
+  memo: IndexMemo;
+  /** The shared copies of the tarballs in use. */
+  spools: SpoolStore;
 }
 
 /**
@@ -90,18 +96,20 @@ async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadabl
   const text = RPC_TEXT[kind];
   const { options } = deps.engine;
   const dir = path.join(options.workRoot, randomUUID());
+  let repo: IngestedRepo | undefined;
   try {
     try {
       await fs.mkdir(dir, { recursive: true, mode: 0o755 });
     } catch (err) {
       throw wrap(`${text.workdir}: error creating temp dir`, err);
     }
-    let repo;
     try {
       repo = await timeStage('ingest', () =>
         receiveRepoStream(call, {
           ctx,
           tgzPath: path.join(dir, String(randomInt(1, 2 ** 31))),
+          memo: deps.memo,
+          spools: deps.spools,
           maxTarballBytes: options.limits.tarballBytes,
           maxExtractedBytes: options.limits.extractedBytes,
           maxEntries: options.limits.entries,
@@ -119,6 +127,7 @@ async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadabl
     return await answerRequest(deps, kind, repo, dir, ctx);
   } finally {
     ctx.dispose();
+    await repo?.release();
     await fs.rm(dir, { recursive: true, force: true, maxRetries: 3 });
   }
 }

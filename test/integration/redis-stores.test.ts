@@ -94,7 +94,7 @@ test('N concurrent requests of one proxy with the same tarball upload it once', 
     const requests = Array.from({ length: 5 }, (_, i) => {
       const tgzPath = path.join(dir, `spool-${i}.tgz`);
       fs.writeFileSync(tgzPath, data);
-      const repo = { metadata: { appName: `app${i}`, appRelPath: '.', checksum: sha, size: data.length, env: [] }, tgzPath, checksum: sha, size: data.length, index: undefined };
+      const repo = { metadata: { appName: `app${i}`, appRelPath: '.', checksum: sha, size: data.length, env: [] }, tgzPath, checksum: sha, size: data.length, index: undefined, release: () => Promise.resolve() };
       return dispatcher.dispatch({ kind: 'generate', appRelPath: '.', env: [{ name: 'ARGOCD_APP_NAME', value: `app${i}` }] }, repo, undefined, { signal: ac.signal, deadline: undefined });
     });
     // No worker runs here: once all five jobs wait, the callers give up and the jobs are removed.
