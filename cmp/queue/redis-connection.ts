@@ -134,7 +134,9 @@ export function connectRedis(opts: RedisOptions, role: ConnectionRole, onError: 
  * again). BullMQ's copies of a connection (duplicate()) get the same.
  */
 function holdSwitchWhileConnecting(client: Redis): Redis {
-  const connector = (client as unknown as { connector: { disconnect(): void } }).connector;
+  const connector = (client as unknown as { connector?: { disconnect?(): void } }).connector;
+  // ioredis internals: should they change, leave the client as it is (redis-sentinel-switch.test.ts tells).
+  if (typeof connector?.disconnect !== 'function') return client;
   const endConnector = connector.disconnect.bind(connector);
   let ours = false;
   let held = false;
