@@ -19,6 +19,8 @@ export interface RedisTopology {
   url: string;
   /** The data nodes' ports (cluster masters; sentinel: master first, then replica). */
   dataPorts: number[];
+  /** What each process printed so far (its log), by name (`master`, `replica`, `sentinel <port>`, `cluster node <port>`). */
+  logs(): Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -48,6 +50,7 @@ function portFree(port: number): Promise<boolean> {
 /** Processes of one topology, and their teardown. */
 class Processes {
   readonly procs: ChildProcess[] = [];
+  readonly output: Record<string, string> = {};
   constructor(readonly dir: string) {}
 
   /** Start `redis-server args…` and wait for `ready` on its stdout (30 s, generous under load). */
@@ -69,9 +72,10 @@ class Processes {
         reject(new Error(`${name} exited with ${code}: ${out}`));
       });
     });
-    // Keep reading, or a full pipe would stall the server.
-    child.stdout!.on('data', () => {});
-    child.stderr!.on('data', () => {});
+    // Keep reading, or a full pipe would stall the server; keep the log for a failing test.
+    this.output[name] = out;
+    child.stdout!.on('data', (d: Buffer) => (this.output[name] += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (this.output[name] += d.toString()));
     return child;
   }
 
@@ -137,6 +141,7 @@ export async function startRedisCluster(masters = 3): Promise<RedisTopology> {
     return {
       url: `redis+cluster://${ports.map(port => `127.0.0.1:${port}`).join(',')}`,
       dataPorts: ports,
+      logs: () => ({ ...p.output }),
       stop: () => p.stop(),
     };
   } catch (err) {
@@ -158,6 +163,16 @@ export interface SentinelTopology extends RedisTopology {
  * One master, one replica and `sentinels` sentinels (quorum: a majority), ready when the
  * replica is in sync and every sentinel knows the replica and the other sentinels (so that a
  * failover can happen at once).
+ *
+ * A replica that stopped replicating for a while is still promoted, with these settings, as long
+ * as it answers again before the election (the fault matrix's lossy failover stops it ~2 s and
+ * resumes it right after the master's kill, 2 s before the sentinels may call the master down):
+ * Sentinel skips a replica that is down in its eyes, has not answered a PING for 5 s or INFO for
+ * 5 s (INFO every second once the master is down), or whose own link to the master has been down
+ * for more than 10 × down-after-milliseconds (20 s; Sentinel has no setting for that factor, the
+ * Cluster's `cluster-replica-validity-factor` does not apply) plus the time the master has been
+ * down; a stopped replica does not count that time until it runs again. If no replica qualifies,
+ * the failover is aborted and tried again only after 2 × failover-timeout (20 s).
  */
 export async function startRedisSentinel(sentinels = 3, opts: { password?: string; sentinelPassword?: string } = {}): Promise<SentinelTopology> {
   const masterName = 'cmpmaster';
@@ -217,6 +232,7 @@ export async function startRedisSentinel(sentinels = 3, opts: { password?: strin
       masterName,
       sentinelPorts,
       masterPort,
+      logs: () => ({ ...p.output }),
       async failover() {
         const before = await masterPort();
         const after = before === master ? replica : master;

@@ -3,7 +3,9 @@
  * 1 replica, 3 sentinels) and Cluster (3 masters, no replicas), all local processes — and each
  * fault — the master killed mid-load, Redis restarted empty, FLUSHALL mid-load (on every master),
  * workers SIGKILLed every ~2 s, Redis stalled (SIGSTOP/SIGCONT) for longer than the lock
- * duration — one cell: GenerateManifest calls of the marker plugin through 1 proxy and 3 workers,
+ * duration, and for Sentinel only a lossy failover (the replica stopped for 2 s while the master
+ * acknowledges writes, then the master SIGKILLed and the replica, which never got those writes,
+ * promoted) — one cell: GenerateManifest calls of the marker plugin through 1 proxy and 3 workers,
  * the fault injected once a third of the calls have started, the load running on until the fault
  * is over and all calls are made.
  *
@@ -13,7 +15,10 @@
  * no caller sees two answers or another request's); for worker kills, no request completed twice
  * on workers that stayed alive; no plugin process, work dir entry or Redis key without TTL/owner
  * left (on every data node that is up). Figures per cell: calls, answered, p99, the longest call
- * (the longest stall a caller saw), re-submissions (the proxy's cmp_offload_resubmissions_total).
+ * (the longest stall a caller saw), re-submissions (the proxy's cmp_offload_resubmissions_total,
+ * which must match its `submitting the request anew` log lines). The lossy failover also checks
+ * that writes were lost (a canary key and jobs the old master listed are missing on the new one)
+ * and reports the failover time and whether callers waited at most that plus one submission.
  *
  * CMP_FAULT_MATRIX=<topology>/<fault>[,…] runs only those cells (e.g. `sentinel/flushall`).
  */
@@ -23,6 +28,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { startDistributed, type Distributed } from '../helpers/distributed.js';
 import { openCmpClient, type RpcOutcome } from '../helpers/grpc-client.js';
@@ -32,14 +38,16 @@ import { freePort } from '../helpers/redis-server.js';
 import { redisCli, startRedisCluster, startRedisSentinel, type RedisTopology, type SentinelTopology } from '../helpers/redis-topology.js';
 import type { ManifestResponse } from '../../proto/generated/cmpserver/plugin/plugin.js';
 import { checkInvariants } from './lib/invariants.js';
-import { auditRedisKeys } from './lib/redis-audit.js';
+import { auditRedisKeys, jobIds } from './lib/redis-audit.js';
 import { expectedManifests, markerCall, markerLines, markerPlugin } from './lib/marker-plugin.js';
 import { recordFigures, REDUCED, sandbox } from './lib/settings.js';
 
 type Topology = 'standalone' | 'sentinel' | 'cluster';
-type Fault = 'master-kill' | 'restart-empty' | 'flushall' | 'worker-kills' | 'redis-stall';
+type Fault = 'master-kill' | 'restart-empty' | 'flushall' | 'worker-kills' | 'redis-stall' | 'lossy-failover';
 const TOPOLOGIES: Topology[] = ['standalone', 'sentinel', 'cluster'];
-const FAULTS: Fault[] = ['master-kill', 'restart-empty', 'flushall', 'worker-kills', 'redis-stall'];
+const FAULTS: Fault[] = ['master-kill', 'restart-empty', 'flushall', 'worker-kills', 'redis-stall', 'lossy-failover'];
+/** Faults that need a replica to fail over to: only the Sentinel topology has one. */
+const SENTINEL_ONLY: Fault[] = ['lossy-failover'];
 
 const CALLS = REDUCED ? 120 : 500;
 const CONCURRENCY = REDUCED ? 16 : 40;
@@ -51,6 +59,15 @@ const LOCK = '4s';
 const STALL_MS = 6_000; // > the 4 s lock, < CMP_OFFLOAD_REDIS_TIMEOUT
 const WORKER_KILLS = REDUCED ? 3 : 5;
 const WORKER_KILL_EVERY_MS = 2_000;
+/**
+ * lossy-failover: how long the master acknowledges writes that the stopped replica does not get
+ * before it is killed. Far below the 20 s (10 × down-after-milliseconds) after which Sentinel
+ * would no longer promote the replica (see SentinelTopology), and long enough for ~16 calls.
+ */
+const LOST_WINDOW_MS = 2_000;
+const BALLAST_CHUNK = 1024 * 1024;
+/** The plugin name, hence the BullMQ queue. */
+const QUEUE = 'matrix';
 
 const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 const selected = (process.env.CMP_FAULT_MATRIX ?? '').split(',').map(s => s.trim()).filter(Boolean);
@@ -90,7 +107,29 @@ interface Bed {
   restartEmpty(): Promise<string>;
   flushAll(): Promise<string>;
   stall(ms: number): Promise<string>;
+  /** Only with a replica (Sentinel): a failover that loses writes the old master acknowledged. */
+  lossyFailover?(windowMs: number): Promise<LossyFailover>;
+  /** The Redis processes' logs by name, for a failing cell (Sentinel and Cluster). */
+  logs?(): Record<string, string>;
   stop(): Promise<void>;
+}
+
+/** What a lossy failover did, as measured by the bed. */
+interface LossyFailover {
+  note: string;
+  /** When the master was SIGKILLed. */
+  killedAt: number;
+  /** From the kill until the first sentinel, and until every sentinel, names the promoted replica (which then says role:master). */
+  failoverFirstMs: number;
+  failoverMs: number;
+  /** From the replica's SIGSTOP to the master's SIGKILL. */
+  stoppedMs: number;
+  ballastBytes: number;
+  /** Jobs the old master listed just before the kill, and how many of them the promoted replica has not. */
+  jobsBefore: number;
+  jobsLost: number;
+  /** Whether a key written on the old master just before the kill is absent on the new one. */
+  canaryLost: boolean;
 }
 
 /** Data nodes this suite started again itself (the topology's stop() does not know them). */
@@ -208,6 +247,69 @@ async function sentinelBed(): Promise<Bed> {
       await stallPid(await pidOf(port), ms);
       return `master ${port} SIGSTOPped for ${ms} ms (now master: ${await topo.masterPort()})`;
     },
+    async lossyFailover(windowMs) {
+      const old = await topo.masterPort();
+      const replica = topo.dataPorts.find(p => p !== old)!;
+      const [masterPid, replicaPid] = [await pidOf(old), await pidOf(replica)];
+      const master = new Redis(`redis://127.0.0.1:${old}`, { maxRetriesPerRequest: 1 });
+      master.on('error', () => {});
+      const stoppedAt = Date.now();
+      let killedAt = 0;
+      let ballastBytes = 0;
+      let jobsBefore: Set<string>;
+      process.kill(replicaPid, 'SIGSTOP');
+      try {
+        // What the master sends the stopped replica fills the two sockets' kernel buffers first,
+        // and that part still reaches the replica when it runs again (a killed process's socket
+        // delivers its send buffer). Only what the master itself still holds (the replica's
+        // output buffer, `omem`) dies with it: fill the kernel buffers with ballast (with a TTL)
+        // until the master holds 1 MiB, so that every write after it is lost.
+        const omem = async () => Number(/omem=(\d+)/.exec(String(await master.call('client', 'list', 'type', 'replica')))?.[1] ?? 0);
+        const chunk = Buffer.alloc(BALLAST_CHUNK, 'b');
+        while ((await omem()) < BALLAST_CHUNK && ballastBytes < 64 * BALLAST_CHUNK) {
+          await master.set(`matrix-ballast:${ballastBytes / BALLAST_CHUNK}`, chunk, 'PX', 600_000);
+          ballastBytes += BALLAST_CHUNK;
+        }
+        await sleep(Math.max(0, windowMs - (Date.now() - stoppedAt)));
+        jobsBefore = await jobIds(`redis://127.0.0.1:${old}`, QUEUE);
+        await master.set('matrix-canary', String(Date.now()), 'PX', 600_000);
+        master.disconnect();
+        process.kill(masterPid, 'SIGKILL');
+        killedAt = Date.now();
+        // Gone for good (its sockets closed) before the replica may read again.
+        await until(() => refused(old), 15_000, `master ${old} to exit`);
+      } finally {
+        process.kill(replicaPid, 'SIGCONT');
+        master.disconnect();
+      }
+      let failoverFirstMs = 0;
+      const sentinels = topo.sentinelPorts.map(port => new Redis(`redis://127.0.0.1:${port}`, { maxRetriesPerRequest: 1 }));
+      try {
+        await until(async () => {
+          const named = await Promise.all(sentinels.map(async s => Number(((await s.call('sentinel', 'get-master-addr-by-name', topo.masterName)) as string[])[1])));
+          if (!failoverFirstMs && named.includes(replica)) failoverFirstMs = Date.now() - killedAt;
+          return named.every(p => p === replica) && (await redisCli(replica, 'info', 'replication')).includes('role:master');
+        }, 60_000, 'every sentinel to name the replica as master');
+      } finally {
+        for (const s of sentinels) s.disconnect();
+      }
+      const failoverMs = Date.now() - killedAt;
+      const jobsAfter = await jobIds(`redis://127.0.0.1:${replica}`, QUEUE);
+      const jobsLost = [...jobsBefore].filter(id => !jobsAfter.has(id)).length;
+      const canaryLost = (await redisCli(replica, 'exists', 'matrix-canary')) === '0';
+      return {
+        note: `replica ${replica} SIGSTOPped, ${ballastBytes / BALLAST_CHUNK} MiB of ballast, master ${old} SIGKILLed ${killedAt - stoppedAt} ms later (stays down), replica SIGCONTed; ${replica} master after ${failoverMs} ms; ${jobsLost} of the ${jobsBefore.size} jobs the old master listed lost, canary ${canaryLost ? 'lost' : 'kept'}`,
+        killedAt,
+        failoverFirstMs,
+        failoverMs,
+        stoppedMs: killedAt - stoppedAt,
+        ballastBytes,
+        jobsBefore: jobsBefore.size,
+        jobsLost,
+        canaryLost,
+      };
+    },
+    logs: () => topo.logs(),
     async stop() {
       await respawned.stop();
       await topo.stop();
@@ -258,6 +360,7 @@ async function clusterBed(): Promise<Bed> {
       await stallPid(await pidOf(port), ms);
       return `master ${port} (our slot) SIGSTOPped for ${ms} ms`;
     },
+    logs: () => topo.logs(),
     async stop() {
       await respawned.stop();
       await topo.stop();
@@ -269,6 +372,7 @@ interface Call { tag: string; start: number; ms: number; outcome: RpcOutcome<Man
 
 for (const topology of TOPOLOGIES) {
   for (const fault of FAULTS) {
+    if (SENTINEL_ONLY.includes(fault) && topology !== 'sentinel') continue;
     const cell = `${topology}/${fault}`;
     const skip = selected.length > 0 && !selected.includes(cell);
     test(`fault matrix ${cell}: ${CALLS} calls, ${CONCURRENCY} at a time; every call answered and right, no leftovers`, { skip, timeout: 600_000 }, async () => {
@@ -288,14 +392,15 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
   let client: ReturnType<typeof openCmpClient> | undefined;
   try {
     d = await startDistributed({
-      pluginYaml: markerPlugin('matrix', markers),
-      socketName: 'matrix.sock',
+      pluginYaml: markerPlugin(QUEUE, markers),
+      socketName: `${QUEUE}.sock`,
       workers: WORKERS,
       redisUrl: bed.url,
       // Locks of 4 s as in the load suite (2 loaded cores); the calls in flight wait up to 10 s for
       // Redis to come back (README, failure table), longer than the stall and a Sentinel failover.
       env: { TMPDIR: box.tmp, CMP_OFFLOAD_LOCK_DURATION: LOCK, CMP_OFFLOAD_STALLED_INTERVAL: '2s', CMP_OFFLOAD_REDIS_TIMEOUT: '10s' },
       proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${proxyPort}` },
+      workerEnv: { CMP_OFFLOAD_HTTP_ADDR: 'off' },
     });
     bed.attach(d);
     const allWorkers = [...d.workers];
@@ -305,6 +410,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
     const tgz = await tarballOf({ 'app/values.yaml': 'replicas: 1\n', 'README.md': 'matrix\n' });
     for (let i = 0; i < 5; i++) assert.deepEqual(await c.generate(markerCall(tgz, box.token, `warm-${i}`)), { value: { manifests: expectedManifests(`warm-${i}`), sourceType: '' } });
     const resubmitsBefore = await resubmissions(proxyPort);
+    const resubmitLogsBefore = resubmissionLogLines(d.proxy.stderr());
 
     const gate = Math.round(CALLS / 3);
     let next = 0;
@@ -312,6 +418,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
     let faultStart = 0;
     let faultMs = 0;
     let faultNote = '';
+    let lossy: LossyFailover | undefined;
     const calls: Call[] = [];
     const killed = new Set<string>();
     const cut = new Set<string>();
@@ -343,6 +450,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
           case 'restart-empty': faultNote = await bed.restartEmpty(); break;
           case 'flushall': faultNote = await bed.flushAll(); break;
           case 'redis-stall': faultNote = await bed.stall(STALL_MS); break;
+          case 'lossy-failover': lossy = await bed.lossyFailover!(LOST_WINDOW_MS); faultNote = lossy.note; break;
           case 'worker-kills': {
             for (let k = 0; k < WORKER_KILLS; k++) {
               if (k > 0) await sleep(WORKER_KILL_EVERY_MS);
@@ -403,12 +511,43 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
     const resubmitted: Record<string, number> = {};
     for (const [cause, n] of resubmitsAfter) if (n - (resubmitsBefore.get(cause) ?? 0) > 0) resubmitted[cause] = n - (resubmitsBefore.get(cause) ?? 0);
     const resubmitTotal = Object.values(resubmitted).reduce((a, b) => a + b, 0);
+    const resubmitLogs = resubmissionLogLines(d.proxy.stderr()) - resubmitLogsBefore;
 
     if (wrong.length) findings.push(`wrong answers: ${wrong.slice(0, 5).map(r => `${r.tag} ${JSON.stringify(r.outcome)}`).join('; ')}`);
     if (unexcused.length) findings.push(`${unexcused.length} calls failed before their deadline: ${unexcused.slice(0, 5).map(r => `${r.tag} after ${r.ms} ms (${r.start - faultStart} ms from fault start) ${JSON.stringify(r.outcome)}`).join('; ')}`);
     if (doubleAnswers.length) findings.push(`calls answered other than once: ${doubleAnswers.slice(0, 5).join(', ')}`);
     if (okNeverRan.length) findings.push(`OK answers for requests whose plugin never finished: ${okNeverRan.slice(0, 5).join(', ')}`);
     if (fault === 'worker-kills' && doublesOnSurvivors.length) findings.push(`requests completed twice on workers that stayed alive: ${doublesOnSurvivors.slice(0, 5).join('; ')}`);
+    if (resubmitLogs !== resubmitTotal) findings.push(`${resubmitTotal} re-submissions counted, ${resubmitLogs} logged`);
+    const lossyFigures: Record<string, number | string> = {};
+    if (lossy) {
+      const { killedAt, failoverMs } = lossy;
+      // The scenario is what it claims only if the promoted replica lacks writes the old master acknowledged.
+      if (!lossy.canaryLost || lossy.jobsLost === 0) findings.push(`the failover lost no acknowledged write (canary ${lossy.canaryLost ? 'lost' : 'kept'}, ${lossy.jobsLost} jobs lost): the scenario did not happen`);
+      // A failover of seconds leaves every deadline (30 s) within reach: a call that ran out of it was lost.
+      if (excused.length) findings.push(`${excused.length} calls ran out of their deadline although the failover took ${failoverMs} ms: ${excused.slice(0, 5).map(r => `${r.tag} (started ${r.start - killedAt} ms from the kill)`).join(', ')}`);
+      // One submission under this load: the longest call that ended before the fault. A caller in flight
+      // at the kill, or starting during the failover, should wait at most the failover and one submission more.
+      const oneSubmissionMs = Math.max(0, ...calls.filter(r => r.start + r.ms <= faultStart).map(r => r.ms));
+      const hit = calls.filter(r => r.start + r.ms > killedAt && r.start < killedAt + failoverMs);
+      const longestAfterKillMs = Math.max(0, ...hit.map(r => r.start + r.ms - Math.max(r.start, killedAt)));
+      const targetMs = failoverMs + oneSubmissionMs;
+      Object.assign(lossyFigures, {
+        stoppedMs: lossy.stoppedMs,
+        ballastMiB: lossy.ballastBytes / BALLAST_CHUNK,
+        jobsBeforeKill: lossy.jobsBefore,
+        jobsLost: lossy.jobsLost,
+        canaryLost: lossy.canaryLost ? 'yes' : 'no',
+        failoverFirstMs: lossy.failoverFirstMs,
+        failoverMs,
+        callsHitByFailover: hit.length,
+        longestAfterKillMs,
+        longestAfterFailoverMs: Math.max(0, longestAfterKillMs - failoverMs),
+        oneSubmissionMs,
+        targetMs,
+        withinTarget: longestAfterKillMs <= targetMs ? 'yes' : 'no',
+      });
+    }
 
     // Leftovers: plugin processes, work dirs, temp dirs; keys on every data node that is up.
     let leftovers = 'none';
@@ -447,6 +586,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
       longestCallMs: lat[lat.length - 1] ?? 0,
       resubmissions: resubmitTotal,
       resubmissionsByCause: Object.entries(resubmitted).map(([k, v]) => `${k}=${v}`).join(' ') || 'none',
+      resubmissionLogLines: resubmitLogs,
       failuresByKind: failureKinds(failed.map(r => r.outcome)),
       pluginDoubleRuns: doubleRuns.length,
       fault: faultNote,
@@ -456,6 +596,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
       keysWithTtl,
       ownedKeys: Object.entries(owned).map(([k, v]) => `${k}=${v}`).join(' ') || 'none',
       cellMs: Date.now() - cellStart,
+      ...lossyFigures,
       findings: findings.length,
     });
     for (const f of findings) process.stdout.write(`# FINDING ${cell}: ${f}\n`);
@@ -466,6 +607,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
       fs.mkdirSync(dir, { recursive: true });
       fs.writeFileSync(path.join(dir, 'proxy.log'), d.proxy.stderr());
       allWorkers.forEach((w, i) => fs.writeFileSync(path.join(dir, `worker-${i}.log`), w.stderr()));
+      for (const [name, text] of Object.entries(bed.logs?.() ?? {})) fs.writeFileSync(path.join(dir, `redis-${name.replace(/ /g, '-')}.log`), text);
       fs.writeFileSync(path.join(dir, 'findings.txt'), findings.join('\n') + '\n');
     }
     assert.deepEqual(findings, [], `${cell}: invariants`);
@@ -486,6 +628,11 @@ async function resubmissions(port: number): Promise<Map<string, number>> {
     if (m) out.set(m[1]!, v);
   }
   return out;
+}
+
+/** The proxy's `submitting the request anew` log lines (one per re-submission). */
+function resubmissionLogLines(stderr: string): number {
+  return stderr.split('\n').filter(l => l.includes('submitting the request anew')).length;
 }
 
 /** Failed calls counted by status and message with ids, addresses and numbers blanked. */

@@ -82,3 +82,17 @@ async function jobState(redis: Redis, prefix: string, queue: string, jobId: stri
   }
   return undefined;
 }
+
+/** The ids of every job a queue's state lists and sets name on one node (a snapshot, whatever their state). */
+export async function jobIds(url: string, queue: string, prefix = '{cmp-offload}'): Promise<Set<string>> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    const base = `${prefix}:${queue}`;
+    const ids = new Set<string>();
+    for (const list of JOB_STATES) for (const id of await redis.lrange(`${base}:${list}`, 0, -1)) ids.add(id);
+    for (const set of JOB_SETS) for (const id of await redis.zrange(`${base}:${set}`, 0, '-1')) ids.add(id);
+    return ids;
+  } finally {
+    redis.disconnect();
+  }
+}

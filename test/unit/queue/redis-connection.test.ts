@@ -33,6 +33,11 @@ test('a Sentinel target connects through its sentinels with the roles of one Red
   assert.equal((command.reconnectOnError as (e: Error) => unknown)(new Error('READONLY You can\'t write against a read only replica.')), 1);
   assert.equal((blocking.reconnectOnError as (e: Error) => unknown)(new Error('READONLY x')), 2);
   assert.equal((blocking.reconnectOnError as (e: Error) => unknown)(new Error('ERR other')), false);
+  // Reconnects behind Sentinel back off to 500 ms at most (a failover is noticed within it), others to 2 s.
+  const backoff = (o: { retryStrategy?: unknown }) => [1, 3, 10].map(n => (o.retryStrategy as (times: number) => number)(n));
+  assert.deepEqual(backoff(command), [100, 400, 500]);
+  assert.deepEqual(backoff(blocking), [100, 400, 500]);
+  assert.deepEqual(backoff(connectionOptions(ro('redis://r1:6379'), 'command')), [100, 400, 2_000]);
   // Plain TLS is not switched on for a non-TLS sentinel URL.
   assert.equal(connectionOptions(ro('redis+sentinel://s1/m'), 'command').tls, undefined);
 });
