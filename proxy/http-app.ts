@@ -5,6 +5,8 @@ import { metrics } from '../cmp/observe/metrics.js';
 import { buildOpsApp, type ReadinessCheck } from '../cmp/observe/ops-http.js';
 import { refreshQueueGauge } from '../cmp/observe/queue-depth.js';
 import type { MemoryCache } from '../cmp/cache/memory-cache.js';
+import { allAppPaths, noAppPaths, viewOf, type AppPathsStore } from '../cmp/cache/app-paths.js';
+import { GENERATE_PATHS_ANNOTATION } from '../cmp/cache/generate-paths.js';
 
 export interface ProxyHttpDeps {
   /** The plugin socket; ready only while we listen on it and the file is there. */
@@ -14,7 +16,12 @@ export interface ProxyHttpDeps {
   redis?: { connection: RedisClient; prefix: string; queue: string };
   /** Standalone mode: the in-memory output cache, for its size gauges. */
   cache?: MemoryCache;
+  /** Traced cache: the apps' manifest-generate-paths, served as JSON and counted in a gauge. */
+  paths?: AppPathsStore;
 }
+
+/** How long the count of apps with a value is reused: in distributed mode it scans Redis. */
+const PATHS_GAUGE_MS = 60_000;
 
 /**
  * The proxy's HTTP app: /healthz, /readyz (the socket listens; Redis is connected in distributed
@@ -24,7 +31,9 @@ export function buildProxyHttpApp(deps: ProxyHttpDeps): FastifyInstance {
   const checks: ReadinessCheck[] = [{ name: 'socket', ok: () => deps.listening() && isSocket(deps.socketPath) }];
   const redis = deps.redis;
   if (redis) checks.push({ name: 'redis', ok: () => redis.connection.status === 'ready' });
-  return buildOpsApp({
+  const paths = deps.paths;
+  let counted = -Infinity;
+  const app = buildOpsApp({
     checks,
     async beforeScrape() {
       if (deps.cache) {
@@ -36,7 +45,26 @@ export function buildProxyHttpApp(deps: ProxyHttpDeps): FastifyInstance {
         metrics.redisConnected.set(redis.connection.status === 'ready' ? 1 : 0);
         await refreshQueueGauge(redis.connection, redis.prefix, redis.queue);
       }
+      if (paths && Date.now() - counted >= PATHS_GAUGE_MS) {
+        metrics.generatePathsApps.set((await allAppPaths(paths)).filter(p => p.value !== undefined).length);
+        counted = Date.now();
+      }
     },
+  });
+  if (paths) servePaths(app, paths);
+  return app;
+}
+
+/**
+ * `/generate-paths` (every app) and `/generate-paths/:app` as JSON, for a dashboard or a
+ * script that applies the annotation. On the ops port like /metrics, with its access.
+ */
+function servePaths(app: FastifyInstance, paths: AppPathsStore): void {
+  app.get('/generate-paths', async (_req, reply) => reply.send({ annotation: GENERATE_PATHS_ANNOTATION, apps: await allAppPaths(paths) }));
+  app.get<{ Params: { app: string } }>('/generate-paths/:app', async (req, reply) => {
+    const view = viewOf(await paths.get(req.params.app));
+    if (!view) return reply.code(404).send({ error: noAppPaths(req.params.app) });
+    return reply.send({ annotation: GENERATE_PATHS_ANNOTATION, ...view });
   });
 }
 

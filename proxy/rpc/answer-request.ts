@@ -1,5 +1,6 @@
 import path from 'node:path';
 import type { Ctx } from '../../cmp/context.js';
+import { originOf } from '../../cmp/cache/app-paths.js';
 import { cacheKey } from '../../cmp/cache/cache-key.js';
 import { revisionValues, tracedBaseKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
@@ -68,6 +69,7 @@ export async function answerRequest(
           index: repo.index,
           preserveFileMode: deps.engine.config.spec.preserveFileMode,
           rule: cache.revision,
+          origin: originOf(req.env, req.appRelPath, deps.pluginName),
         }
       : undefined;
   return deps.dispatcher.dispatch(req, repo, key, ctx, traced);
