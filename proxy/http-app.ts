@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { RedisClient } from '../cmp/queue/redis-connection.js';
 import { metrics } from '../cmp/observe/metrics.js';
+import { hasBearer } from '../cmp/observe/bearer.js';
 import { buildOpsApp, type ReadinessCheck } from '../cmp/observe/ops-http.js';
 import { refreshQueueGauge } from '../cmp/observe/queue-depth.js';
 import type { MemoryCache } from '../cmp/cache/memory-cache.js';
@@ -16,8 +17,10 @@ export interface ProxyHttpDeps {
   redis?: { connection: RedisClient; prefix: string; queue: string };
   /** Standalone mode: the in-memory output cache, for its size gauges. */
   cache?: MemoryCache;
-  /** Traced cache: the apps' manifest-generate-paths, served as JSON and counted in a gauge. */
+  /** Traced cache: the apps' manifest-generate-paths, counted in a gauge. */
   paths?: AppPathsStore;
+  /** CMP_OFFLOAD_DASHBOARD_TOKEN: with `paths`, serve them as JSON behind this bearer token. */
+  token?: string;
 }
 
 /** How long the count of apps with a value is reused: in distributed mode it scans Redis. */
@@ -51,15 +54,20 @@ export function buildProxyHttpApp(deps: ProxyHttpDeps): FastifyInstance {
       }
     },
   });
-  if (paths) servePaths(app, paths);
+  if (paths && deps.token) servePaths(app, paths, deps.token);
   return app;
 }
 
 /**
  * `/generate-paths` (every app) and `/generate-paths/:app` as JSON, for a dashboard or a
- * script that applies the annotation. On the ops port like /metrics, with its access.
+ * script that applies the annotation. They name apps, repositories and paths, which the rest
+ * of the ops port never shows: like the worker's queue dashboard, only with the token.
  */
-function servePaths(app: FastifyInstance, paths: AppPathsStore): void {
+function servePaths(app: FastifyInstance, paths: AppPathsStore, token: string): void {
+  app.addHook('onRequest', async (req, reply) => {
+    if (!req.url.startsWith('/generate-paths') || hasBearer(req, token)) return;
+    await reply.code(401).header('www-authenticate', 'Bearer').type('text/plain').send('dashboard token required\n');
+  });
   app.get('/generate-paths', async (_req, reply) => reply.send({ annotation: GENERATE_PATHS_ANNOTATION, apps: await allAppPaths(paths) }));
   app.get<{ Params: { app: string } }>('/generate-paths/:app', async (req, reply) => {
     const view = viewOf(await paths.get(req.params.app));

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { allAppPaths, noAppPaths, viewOf, type AppPaths } from '../cache/app-paths.js';
 import { GENERATE_PATHS_ANNOTATION } from '../cache/generate-paths.js';
+import { compileOptions } from '../config/options.js';
 import { messageOf } from '../errors.js';
 import { RedisAppPaths } from './app-paths-store.js';
 import { withRedis, type Io } from './cache-cli.js';
@@ -11,7 +12,7 @@ The ${GENERATE_PATHS_ANNOTATION} value derived from each app's latest traced
 generation (CMP_OFFLOAD_CACHE=traced), and when. Distributed mode reads Redis with
 CMP_OFFLOAD_REDIS_URL, CMP_OFFLOAD_REDIS_SENTINEL_*, CMP_OFFLOAD_QUEUE_PREFIX and
 CMP_OFFLOAD_SIGNING_KEY like the proxy; --proxy http://HOST:9101 asks a proxy's ops HTTP
-instead (standalone mode keeps the values in the proxy).
+instead (standalone mode keeps the values in the proxy), with CMP_OFFLOAD_DASHBOARD_TOKEN.
 `;
 
 /** `cmp-offload paths`: print apps' derived manifest-generate-paths. */
@@ -47,7 +48,9 @@ export async function runPathsCommand(argv: string[], io: Io): Promise<number> {
   };
   if (values.proxy !== undefined) {
     try {
-      return print(await fromProxy(values.proxy, app));
+      const token = compileOptions(process.env).dashboardToken;
+      if (!token) throw new Error('CMP_OFFLOAD_DASHBOARD_TOKEN is not set: the proxy serves /generate-paths only with it');
+      return print(await fromProxy(values.proxy, app, token));
     } catch (err) {
       io.stderr.write(`cmp-offload paths: ${messageOf(err)}\n`);
       return 1;
@@ -62,9 +65,9 @@ export async function runPathsCommand(argv: string[], io: Io): Promise<number> {
 }
 
 /** The same views from a proxy's `/generate-paths` endpoints. */
-async function fromProxy(base: string, app: string | undefined): Promise<AppPaths[]> {
+async function fromProxy(base: string, app: string | undefined, token: string): Promise<AppPaths[]> {
   const url = new URL(app === undefined ? 'generate-paths' : `generate-paths/${encodeURIComponent(app)}`, base.endsWith('/') ? base : `${base}/`);
-  const res = await fetch(url, { signal: AbortSignal.timeout(10_000) });
+  const res = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(10_000) });
   if (res.status === 404 && app !== undefined) return [];
   if (!res.ok) throw new Error(`${url.href}: HTTP ${res.status}`);
   const doc = (await res.json()) as AppPaths & { apps?: AppPaths[] };

@@ -25,7 +25,7 @@ after(() => fs.rmSync(work, { recursive: true, force: true }));
 const run = promisify(execFile);
 let serial = 0;
 
-async function generate(client: CmpTestClient, tgz: Buffer, app: string, appRelPath: string, sourcePath: string, counter: string) {
+async function generate(client: CmpTestClient, tgz: Buffer, app: string, appRelPath: string, sourcePath: string, counter: string, extraEnv: Array<{ name: string; value: string }> = []) {
   const out = await client.generate({
     metadata: repoMetadata(tgz, {
       appName: app,
@@ -36,12 +36,16 @@ async function generate(client: CmpTestClient, tgz: Buffer, app: string, appRelP
         { name: 'ARGOCD_APP_SOURCE_PATH', value: sourcePath },
         { name: 'COUNTER', value: counter },
         ...revisionEnv(1),
+        ...extraEnv,
       ],
     }),
     chunks: chunksOf(tgz, 64 * 1024),
   });
   assert.ok('value' in out, JSON.stringify(out));
 }
+
+const TOKEN = 'generate-paths-token-0123456789';
+const auth = { headers: { authorization: `Bearer ${TOKEN}` } };
 
 type View = { app: string; value?: string; reason?: string; derivedAt: string };
 
@@ -54,7 +58,7 @@ for (const mode of MODES) {
         pluginYaml: pluginYaml(name, spec),
         socketName: `${name}.sock`,
         env: { CMP_OFFLOAD_CACHE: 'traced' },
-        proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}` },
+        proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`, CMP_OFFLOAD_DASHBOARD_TOKEN: TOKEN },
       });
       const client = openCmpClient(server.socketPath);
       try {
@@ -79,7 +83,10 @@ for (const mode of MODES) {
         // An app path that is not the end of the source path: the repository root is unknown.
         await generate(client, tgz, 'a03', 'apps/a03', 'elsewhere/a03', counter);
 
-        const res = await fetch(`http://127.0.0.1:${port}/generate-paths`);
+        // App names and paths: only with the token.
+        assert.equal((await fetch(`http://127.0.0.1:${port}/generate-paths`)).status, 401);
+        assert.equal((await fetch(`http://127.0.0.1:${port}/generate-paths/a01`, { headers: { authorization: 'Bearer wrong' } })).status, 401);
+        const res = await fetch(`http://127.0.0.1:${port}/generate-paths`, auth);
         assert.equal(res.status, 200);
         const doc = (await res.json()) as { annotation: string; apps: View[] };
         assert.equal(doc.annotation, 'argocd.argoproj.io/manifest-generate-paths');
@@ -92,14 +99,14 @@ for (const mode of MODES) {
         assert.match(byApp.get('a03')!.reason!, /ARGOCD_APP_SOURCE_PATH/);
         assert.ok(Math.abs(Date.parse(byApp.get('a01')!.derivedAt) - Date.now()) < 120_000);
 
-        const one = await fetch(`http://127.0.0.1:${port}/generate-paths/a05`);
+        const one = await fetch(`http://127.0.0.1:${port}/generate-paths/a05`, auth);
         assert.equal(((await one.json()) as View).value, '/apps/a05;/base');
-        assert.equal((await fetch(`http://127.0.0.1:${port}/generate-paths/nope`)).status, 404);
+        assert.equal((await fetch(`http://127.0.0.1:${port}/generate-paths/nope`, auth)).status, 404);
         assert.equal((await scrape(port)).get('cmp_offload_generate_paths_apps'), 3);
 
         // The command: from Redis in distributed mode, from the proxy in standalone mode.
         const from = mode === 'distributed' ? [] : ['--proxy', `http://127.0.0.1:${port}`];
-        const env = { ...process.env, ...cliEnv };
+        const env = { ...process.env, ...cliEnv, CMP_OFFLOAD_DASHBOARD_TOKEN: TOKEN };
         const text = await run(process.execPath, [BIN, 'paths', '--all', ...from], { env });
         const lines = text.stdout.trim().split('\n').map(l => l.split('\t'));
         assert.deepEqual(lines.map(l => [l[0], l[2]]), [
@@ -115,6 +122,15 @@ for (const mode of MODES) {
           assert.match(err.stderr, /no traced generation of app "nope"/);
           return true;
         });
+
+        // A generation that bypasses the cache is not traced: the earlier value no longer counts.
+        await generate(client, tgz, 'a01', 'apps/a01', 'apps/a01', counter, [{ name: 'ARGOCD_ENV_CMP_OFFLOAD_CACHE', value: 'off' }]);
+        const view = async () => (await (await fetch(`http://127.0.0.1:${port}/generate-paths/a01`, auth)).json()) as View;
+        let after = await view();
+        // Distributed mode writes the record in the background.
+        for (const end = Date.now() + 10_000; after.value !== undefined && Date.now() < end; after = await view()) await new Promise(r => setTimeout(r, 50));
+        assert.equal(after.value, undefined);
+        assert.match(after.reason!, /not cached/);
       });
     });
 
@@ -122,7 +138,7 @@ for (const mode of MODES) {
       await withServer(PRINTS_REVISION, async (client, port) => {
         const dir = path.join(work, `repo-${++serial}`);
         await generate(client, await checkout(dir, monorepoFiles(1)), 'a01', 'apps/a01', 'apps/a01', path.join(work, `counter-${serial}`));
-        const view = (await (await fetch(`http://127.0.0.1:${port}/generate-paths/a01`)).json()) as View;
+        const view = (await (await fetch(`http://127.0.0.1:${port}/generate-paths/a01`, auth)).json()) as View;
         assert.equal(view.value, undefined);
         assert.match(view.reason!, /bound to the revision/);
       });
