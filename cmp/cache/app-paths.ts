@@ -18,7 +18,8 @@ export interface AppOrigin {
 
 /**
  * What the latest traced generate of an Application's source left: the derived annotation
- * value or why there is none. Kept per source, so that a second source shows up.
+ * value or why there is none. Kept per source (repository URL and path), so that a second
+ * source shows up.
  */
 export interface AppPathsRecord {
   app: string;
@@ -94,9 +95,12 @@ export async function noteAppPaths(store: AppPathsStore, o: AppOrigin, outcome: 
   if (record) await store.put(record);
 }
 
-/** The field of a record in its app's set: one per plugin and source. */
-export function sourceIdOf(r: Pick<AppPathsRecord, 'plugin' | 'repoUrl' | 'sourcePath'>): string {
-  return createHash('sha256').update(JSON.stringify([r.plugin, r.repoUrl, r.sourcePath])).digest('hex').slice(0, 32);
+/**
+ * The field of a record in its app's set: one per source. Not per plugin: the plugin name
+ * carries its version, and an upgrade must not look like a second source.
+ */
+export function sourceIdOf(r: Pick<AppPathsRecord, 'repoUrl' | 'sourcePath'>): string {
+  return createHash('sha256').update(JSON.stringify([r.repoUrl, r.sourcePath])).digest('hex').slice(0, 32);
 }
 
 /**

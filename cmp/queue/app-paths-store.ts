@@ -10,7 +10,7 @@ const MAX_SOURCES = 8;
 
 /**
  * Distributed mode's per-app manifest-generate-paths records: one hash per Application, a
- * field per plugin and source, each record signed and bound to its key and field like the
+ * field per source, each record signed and bound to its key and field like the
  * other traced records (a forged value could make Argo CD skip a needed refresh). Every write
  * renews the hash's TTL; each record also carries its own end, so a source no longer generated
  * stops counting after the cache TTL even while another keeps the hash alive.

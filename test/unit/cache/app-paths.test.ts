@@ -36,6 +36,9 @@ test('the view: the newest record, and no value once a second source shows up', 
   assert.equal(view.value, undefined);
   assert.match(view.reason!, /several sources/);
   assert.equal(viewOf([]), undefined);
+  // The same source through an upgraded plugin (its name carries the version) is not a second source.
+  const upgraded = appPathsRecord(originOf(env('apps/guestbook'), 'guestbook', 'helm-v2'), { shape }, 3000, 10_000)!;
+  assert.equal(viewOf([newer, upgraded])!.value, '/apps/guestbook');
 });
 
 test('memory store: one record per source, replaced by the next, gone after the TTL', async () => {
