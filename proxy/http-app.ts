@@ -23,12 +23,13 @@ export interface ProxyHttpDeps {
   token?: string;
 }
 
-/** How long the count of apps with a value is reused: in distributed mode it scans Redis. */
+/** How long the count of apps with a value is reused in distributed mode, where it scans Redis. */
 const PATHS_GAUGE_MS = 60_000;
 
 /**
  * The proxy's HTTP app: /healthz, /readyz (the socket listens; Redis is connected in distributed
- * mode) and /metrics (with the queue depth of the plugin's queue read from Redis at scrape time).
+ * mode), /metrics (with the queue depth of the plugin's queue read from Redis at scrape time)
+ * and, with the traced cache and a token, /generate-paths.
  */
 export function buildProxyHttpApp(deps: ProxyHttpDeps): FastifyInstance {
   const checks: ReadinessCheck[] = [{ name: 'socket', ok: () => deps.listening() && isSocket(deps.socketPath) }];
@@ -48,9 +49,13 @@ export function buildProxyHttpApp(deps: ProxyHttpDeps): FastifyInstance {
         metrics.redisConnected.set(redis.connection.status === 'ready' ? 1 : 0);
         await refreshQueueGauge(redis.connection, redis.prefix, redis.queue);
       }
-      if (paths && Date.now() - counted >= PATHS_GAUGE_MS) {
-        metrics.generatePathsApps.set((await allAppPaths(paths)).filter(p => p.value !== undefined).length);
-        counted = Date.now();
+      if (paths && (!redis || (Date.now() - counted >= PATHS_GAUGE_MS && redis.connection.status === 'ready'))) {
+        try {
+          metrics.generatePathsApps.set((await allAppPaths(paths)).filter(p => p.value !== undefined).length);
+          counted = Date.now();
+        } catch {
+          // Scrapes must not fail because Redis is away: the gauge keeps its last value.
+        }
       }
     },
   });
