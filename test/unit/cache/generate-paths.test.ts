@@ -250,3 +250,32 @@ test('soundness: every commit that changes what the run read matches the derived
   assert.ok(relevant > 1000 && irrelevant > 1000, `${relevant} relevant, ${irrelevant} irrelevant commits`);
   t.diagnostic(`seed ${seed}: ${relevant} commits changed the inputs (0 missed); ${needless} of ${irrelevant} others refreshed needlessly (${((100 * needless) / irrelevant).toFixed(1)} %)`);
 });
+
+test('a monorepo app: one-file commits elsewhere in the repository refresh it rarely', t => {
+  // 40 apps of 6 files, a shared base; the app lists its dir and reads its files and two of base/.
+  const files: Files = new Map();
+  for (let a = 0; a < 40; a++) for (let f = 0; f < 6; f++) files.set(`apps/app${a}/f${f}.yaml`, 'x');
+  for (let f = 0; f < 10; f++) files.set(`base/b${f}.yaml`, 'x');
+  files.set('README.md', 'x');
+  const index = indexOf(files);
+  const touched = [...files.keys()].filter(p => p.startsWith('apps/app7/')).concat('base/b1.yaml', 'base/b2.yaml', 'apps/app7/absent.yaml');
+  const shape = shapeOf({ complete: true, touched, listed: ['apps/app7'], moved: [] }, index, false)!;
+  const derived = deriveFromShape(shape, '');
+  assert.ok('value' in derived);
+  // base/ is listed as the directory of the files read there (shapeOf's conservative rule).
+  assert.equal(derived.value, '/apps/app7;/base');
+  let needless = 0;
+  let relevant = 0;
+  const paths = [...files.keys()];
+  for (const p of paths) {
+    const after = new Map(files).set(p, 'changed');
+    const changed = stateDigest(index, shape, false) !== stateDigest(indexOf(after), shape, false);
+    const refresh = filesHaveChanged(refreshPaths(derived.value, ['apps/app7']), [p]);
+    if (changed) {
+      relevant++;
+      assert.ok(refresh, p);
+    } else if (refresh) needless++;
+  }
+  t.diagnostic(`${relevant} of ${paths.length} one-file commits change the inputs (all refresh); ${needless} others refresh needlessly (files of base/ not read)`);
+  assert.equal(needless, 8);
+});
