@@ -5,6 +5,7 @@ commands:
   worker    run plugin jobs from the Redis queue (distributed mode, CMP_OFFLOAD_REDIS_URL)
   runner    run a worker's plugin commands, without credentials, on CMP_OFFLOAD_RUNNER_SOCKET
   cache     stats | purge [--app NAME | --plugin NAME | --all]: the shared output cache in Redis
+  paths     --app NAME | --all [--json] [--proxy URL]: manifest-generate-paths derived from traced reads
   generate  pack a directory like the repo-server and call GenerateManifest
   match     ... MatchRepository
   params    ... GetParametersAnnouncement
@@ -26,6 +27,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('../worker/runner/main.js')).runRunner(rest);
       case 'cache':
         return await (await import('../cmp/queue/cache-cli.js')).runCacheCommand(rest, { stdout: process.stdout, stderr: process.stderr });
+      case 'paths':
+        return await (await import('../cmp/queue/paths-cli.js')).runPathsCommand(rest, { stdout: process.stdout, stderr: process.stderr });
       case 'generate':
       case 'match':
       case 'params':

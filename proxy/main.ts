@@ -91,6 +91,7 @@ export async function runProxy(argv: string[]): Promise<number> {
       ...(dispatcher instanceof QueueDispatcher
         ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
         : { cache: (dispatcher as LocalDispatcher).cache }),
+      ...(options.cache.traced ? { paths: dispatcher.paths, token: options.dashboardToken } : {}),
     }),
   );
   log.info(

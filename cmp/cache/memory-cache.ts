@@ -64,6 +64,12 @@ export class ByteLru<V> {
     this.bytes = 0;
   }
 
+  /** The entries not expired, oldest use first, without touching their recency. */
+  *live(): IterableIterator<[string, V]> {
+    const now = this.now();
+    for (const [key, entry] of this.entries) if (entry.expires > now) yield [key, entry.value];
+  }
+
   stats(): { entries: number; bytes: number } {
     return { entries: this.entries.size, bytes: this.bytes };
   }

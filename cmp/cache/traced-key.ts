@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { metrics } from '../observe/metrics.js';
 import type { EnvEntry, PluginResult } from '../plugin/request.js';
 import type { TreeIndex } from '../tar/tree-index.js';
+import type { AppOrigin } from './app-paths.js';
 import { cacheKey, type CacheKeyInput } from './cache-key.js';
 import type { RecordedReads } from '../trace/read-recorder.js';
 import { shapeId, shapeOf, stateDigest, type Shape } from './read-set.js';
@@ -25,6 +26,8 @@ export interface TracedRequest {
   index: TreeIndex;
   preserveFileMode: boolean;
   rule: RevisionRule;
+  /** The Application and source it is for: where its manifest-generate-paths value goes. */
+  origin: AppOrigin;
 }
 
 /** The key every traced entry of one request family shares: the content cache key without tree and revision. */

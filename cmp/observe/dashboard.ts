@@ -1,9 +1,9 @@
-import { timingSafeEqual, createHash } from 'node:crypto';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
 import type { Queue } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasBearer, same } from './bearer.js';
 
 /** Where the dashboard is served. */
 export const DASHBOARD_PATH = '/queues';
@@ -26,8 +26,7 @@ export async function mountDashboard(app: FastifyInstance, queues: Queue[], toke
 }
 
 async function authorize(req: FastifyRequest, reply: FastifyReply, token: string): Promise<void> {
-  const auth = req.headers.authorization;
-  if (auth?.startsWith('Bearer ') && same(auth.slice(7), token)) return;
+  if (hasBearer(req, token)) return;
   if (same(cookieOf(req.headers.cookie, COOKIE) ?? '', token)) return;
   const url = new URL(req.url, 'http://dashboard.invalid');
   const given = url.searchParams.get('token');
@@ -38,12 +37,6 @@ async function authorize(req: FastifyRequest, reply: FastifyReply, token: string
     return;
   }
   await reply.code(401).header('www-authenticate', 'Bearer').type('text/plain').send('dashboard token required\n');
-}
-
-/** Constant-time comparison of two strings of any lengths (hashed first). */
-function same(a: string, b: string): boolean {
-  const h = (s: string) => createHash('sha256').update(s).digest();
-  return timingSafeEqual(h(a), h(b)) && a.length === b.length;
 }
 
 function cookieOf(header: string | undefined, name: string): string | undefined {

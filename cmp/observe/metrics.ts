@@ -92,6 +92,11 @@ export const metrics = {
     labelNames: ['result'] as const,
     registers: [registry],
   }),
+  generatePathsApps: new Gauge({
+    name: 'cmp_offload_generate_paths_apps',
+    help: 'Applications with a current manifest-generate-paths value derived from traced reads (CMP_OFFLOAD_CACHE=traced; distributed mode: all proxies\' apps, counted at most once a minute).',
+    registers: [registry],
+  }),
   coalesced: new Counter({
     name: 'cmp_offload_coalesced_requests_total',
     help: 'Requests that joined an identical run already in flight instead of starting their own.',

@@ -20,7 +20,7 @@ const SCAN_COUNT = 1000;
  * and a slot being migrated is still covered). Each batch comes from one node and one slot, so
  * the multi-key commands `visit` sends through the cluster client stay in one slot.
  */
-async function scanBatches(redis: RedisClient, pattern: string, visit: (keys: string[]) => Promise<void>): Promise<void> {
+export async function scanBatches(redis: RedisClient, pattern: string, visit: (keys: string[]) => Promise<void>): Promise<void> {
   const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
   if (nodes.length === 0) throw new Error('no Redis Cluster master is known (the cluster is not ready)');
   const seen = new Set<string>();

@@ -1,9 +1,9 @@
 import { parseArgs } from 'node:util';
-import { compileOptions } from '../config/options.js';
+import { compileOptions, type RedisOptions } from '../config/options.js';
 import { messageOf } from '../errors.js';
 import { cacheStats, purgeCache } from './cache-admin.js';
 import { KeySpace } from './keys.js';
-import { connectRedis, untilReady, withTimeout } from './redis-connection.js';
+import { connectRedis, untilReady, withTimeout, type RedisClient } from './redis-connection.js';
 
 export const CACHE_USAGE = `usage: cmp-offload cache stats
        cmp-offload cache purge (--app NAME | --plugin NAME | --app NAME --plugin NAME | --all)
@@ -11,7 +11,7 @@ Uses CMP_OFFLOAD_REDIS_URL (one Redis, Sentinel or Cluster), CMP_OFFLOAD_REDIS_S
 CMP_OFFLOAD_QUEUE_PREFIX like the proxy and the worker.
 `;
 
-interface Io {
+export interface Io {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
 }
@@ -35,19 +35,7 @@ export async function runCacheCommand(argv: string[], io: Io): Promise<number> {
     io.stderr.write(CACHE_USAGE);
     return 2;
   }
-  const options = compileOptions(process.env);
-  if (!options.redis) {
-    io.stderr.write('cmp-offload cache: CMP_OFFLOAD_REDIS_URL is not set (the standalone cache lives in the proxy)\n');
-    return 1;
-  }
-  const ro = options.redis;
-  const redis = connectRedis(ro, 'command');
-  try {
-    await withTimeout(
-      untilReady(redis),
-      Math.max(ro.timeoutMs, 5_000),
-      () => new Error(`Redis is unreachable at ${ro.redacted} (CMP_OFFLOAD_REDIS_URL)`),
-    );
+  return withRedis('cache', io, async (redis, ro) => {
     const keys = new KeySpace(ro.prefix);
     if (action === 'stats') {
       const s = await cacheStats(redis, keys);
@@ -59,8 +47,31 @@ export async function runCacheCommand(argv: string[], io: Io): Promise<number> {
       io.stdout.write(`purged ${n} cache entries\n`);
     }
     return 0;
+  });
+}
+
+/**
+ * Run `fn` on a command connection to the Redis of CMP_OFFLOAD_REDIS_URL (the settings of the
+ * proxy and the worker), once it is ready; 1 and a message on stderr when it is not set or
+ * not reachable, or `fn` fails.
+ */
+export async function withRedis(command: string, io: Io, fn: (redis: RedisClient, ro: RedisOptions) => Promise<number>): Promise<number> {
+  const options = compileOptions(process.env);
+  if (!options.redis) {
+    io.stderr.write(`cmp-offload ${command}: CMP_OFFLOAD_REDIS_URL is not set (the standalone cache lives in the proxy)\n`);
+    return 1;
+  }
+  const ro = options.redis;
+  const redis = connectRedis(ro, 'command');
+  try {
+    await withTimeout(
+      untilReady(redis),
+      Math.max(ro.timeoutMs, 5_000),
+      () => new Error(`Redis is unreachable at ${ro.redacted} (CMP_OFFLOAD_REDIS_URL)`),
+    );
+    return await fn(redis, ro);
   } catch (err) {
-    io.stderr.write(`cmp-offload cache: ${messageOf(err)}\n`);
+    io.stderr.write(`cmp-offload ${command}: ${messageOf(err)}\n`);
     return 1;
   } finally {
     redis.disconnect();

@@ -35,6 +35,16 @@ export class KeySpace {
     return `${this.prefix}:shapes:${escapeKeyPart(plugin)}:${escapeKeyPart(app)}:${baseKey}`;
   }
 
+  /** One Application's manifest-generate-paths records (traced cache): a hash of source id → signed record. */
+  appPaths(app: string): string {
+    return `${this.prefix}:paths:${escapeKeyPart(app)}`;
+  }
+
+  /** SCAN pattern of every app's manifest-generate-paths records. */
+  appPathsPattern(): string {
+    return `${globEscape(this.prefix)}:paths:*`;
+  }
+
   /** SCAN pattern of cache entries, optionally of one plugin and/or one app. */
   cachePattern(filter: { plugin?: string; app?: string } = {}): string {
     const plugin = filter.plugin === undefined ? '*' : escapeKeyPart(filter.plugin);

@@ -20,12 +20,12 @@ const MAX_STORED_BYTES = 64 * 1024 * 1024;
  * field), so only a worker or proxy holding the key could have written them: a forged read
  * record would otherwise let anyone with Redis access store a result under too small a shape.
  */
-async function seal(signingKey: Buffer, parts: string[], value: unknown): Promise<Buffer> {
+export async function seal(signingKey: Buffer, parts: string[], value: unknown): Promise<Buffer> {
   const payload = await gzip(Buffer.from(JSON.stringify(value), 'utf8'));
   return Buffer.concat([sign(signingKey, parts[0]!, [...parts.slice(1), payload]), payload]);
 }
 
-async function unseal(signingKey: Buffer, parts: string[], stored: Buffer): Promise<unknown> {
+export async function unseal(signingKey: Buffer, parts: string[], stored: Buffer): Promise<unknown> {
   if (stored.length < SIG_BYTES || stored.length > MAX_STORED_BYTES) return undefined;
   const payload = stored.subarray(SIG_BYTES);
   if (!verify(signingKey, parts[0]!, [...parts.slice(1), payload], stored.subarray(0, SIG_BYTES))) return undefined;

@@ -1,3 +1,4 @@
+import type { AppPathsStore } from '../../cmp/cache/app-paths.js';
 import type { Ctx } from '../../cmp/context.js';
 import type { TracedRequest } from '../../cmp/cache/traced-key.js';
 import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
@@ -10,6 +11,8 @@ import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
  * the input-traced cache may answer it too (CMP_OFFLOAD_CACHE=traced, generate, simple tree).
  */
 export interface Dispatcher {
+  /** The apps' derived manifest-generate-paths (kept with CMP_OFFLOAD_CACHE=traced). */
+  readonly paths: AppPathsStore;
   dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult>;
   close(): Promise<void>;
 }

@@ -6,6 +6,8 @@ import { wrap } from '../../cmp/errors.js';
 import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
 import { MemoryCache } from '../../cmp/cache/memory-cache.js';
+import { fallbackReason, MemoryAppPaths, noteAppPaths, WHOLE_TREE_REASON } from '../../cmp/cache/app-paths.js';
+import type { Shape } from '../../cmp/cache/read-set.js';
 import { MemoryShapeStore } from '../../cmp/cache/shape-store.js';
 import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import { metrics, resultBytes } from '../../cmp/observe/metrics.js';
@@ -24,6 +26,8 @@ import { Semaphore } from './semaphore.js';
 export class LocalDispatcher implements Dispatcher {
   readonly cache: MemoryCache;
   readonly slots: Semaphore;
+  /** The manifest-generate-paths of the apps answered with the traced cache. */
+  readonly paths: MemoryAppPaths;
   private readonly shapes: MemoryShapeStore;
   private readonly coalescer = new Coalescer<PluginResult>();
 
@@ -31,6 +35,7 @@ export class LocalDispatcher implements Dispatcher {
     const { cache, concurrency } = engine.options;
     this.cache = new MemoryCache(cache.maxBytes, cache.ttlMs);
     this.shapes = new MemoryShapeStore(Math.ceil(cache.maxBytes / 4), cache.ttlMs);
+    this.paths = new MemoryAppPaths(cache.ttlMs);
     this.slots = new Semaphore(concurrency);
   }
 
@@ -39,7 +44,7 @@ export class LocalDispatcher implements Dispatcher {
       noteCache('bypass');
       return this.execute(req, repo.tgzPath, ctx);
     }
-    const hit = await timeStage('lookup', () => this.cache.get(key) ?? (traced ? this.tracedLookup(traced) : undefined));
+    const hit = await timeStage('lookup', () => this.lookup(key, traced));
     if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
     if (hit) {
       noteCache('hit');
@@ -60,6 +65,7 @@ export class LocalDispatcher implements Dispatcher {
           this.cache.set(entry.key, result);
           this.shapes.add(traced!.baseKey, entry.shape);
         }
+        if (traced) this.noteApp(traced, entry ?? { reason: fallbackReason(sink!.reads) });
         metrics.cacheStoredBytes.inc(resultBytes(result));
         return result;
       } finally {
@@ -70,13 +76,33 @@ export class LocalDispatcher implements Dispatcher {
     return run;
   }
 
+  /**
+   * The whole-tree entry, else a traced one. Either way a traced request's app learns which
+   * recorded shape this tree has: its manifest-generate-paths follow the latest generation.
+   */
+  private lookup(key: string, t: TracedRequest | undefined): PluginResult | undefined {
+    const whole = this.cache.get(key);
+    if (!t) return whole;
+    const traced = this.tracedLookup(t);
+    if (whole) {
+      this.noteApp(t, traced ?? { reason: WHOLE_TREE_REASON });
+      return whole;
+    }
+    if (traced) this.noteApp(t, traced);
+    return traced?.result;
+  }
+
   /** A result whose run read exactly what this request's tree holds at the same paths. */
-  private tracedLookup(t: TracedRequest): PluginResult | undefined {
+  private tracedLookup(t: TracedRequest): { result: PluginResult; shape: Shape } | undefined {
     for (const shape of this.shapes.get(t.baseKey)) {
-      const hit = this.cache.get(tracedEntryKey(t, shape));
-      if (hit) return hit;
+      const result = this.cache.get(tracedEntryKey(t, shape));
+      if (result) return { result, shape };
     }
     return undefined;
+  }
+
+  private noteApp(t: TracedRequest, outcome: { shape: Shape } | { reason: string }): void {
+    void noteAppPaths(this.paths, t.origin, outcome, this.engine.options.cache.ttlMs);
   }
 
   private async execute(req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {

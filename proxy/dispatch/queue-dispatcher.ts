@@ -16,7 +16,9 @@ import { appNameOf, escapeKeyPart, KeySpace } from '../../cmp/queue/keys.js';
 import { connectRedis, redisUnavailable, untilReady, withTimeout, type RedisClient } from '../../cmp/queue/redis-connection.js';
 import { readResult, writeResult } from '../../cmp/queue/result-store.js';
 import { addShape, readReads, readShapes } from '../../cmp/queue/traced-store.js';
-import { shapeId } from '../../cmp/cache/read-set.js';
+import { shapeId, type Shape } from '../../cmp/cache/read-set.js';
+import { fallbackReason, noteAppPaths, WHOLE_TREE_REASON } from '../../cmp/cache/app-paths.js';
+import { RedisAppPaths } from '../../cmp/queue/app-paths-store.js';
 import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
@@ -78,6 +80,8 @@ export class QueueDispatcher implements Dispatcher {
   private readonly waiter: JobWaiter;
   private readonly uploads = new Map<string, Promise<boolean>>();
   private inflight = 0;
+  /** The manifest-generate-paths of the apps answered with the traced cache. */
+  readonly paths: RedisAppPaths;
 
   constructor(private readonly deps: QueueDispatcherDeps) {
     const ro = deps.engine.options.redis;
@@ -88,6 +92,7 @@ export class QueueDispatcher implements Dispatcher {
     const onError = (err: Error) => deps.log.debug({ err: err.message }, 'redis connection error');
     this.redis = connectRedis(ro, 'command', onError);
     this.eventsConnection = connectRedis(ro, 'blocking', onError);
+    this.paths = new RedisAppPaths(this.redis, this.signingKey, this.keys);
     // QueueEvents reads on a duplicate of the connection it is given, which only its close()
     // ends, and that first waits for it to be ready: keep hold of it for close() below.
     const conn = this.eventsConnection as { duplicate: (...args: unknown[]) => RedisClient };
@@ -157,7 +162,7 @@ export class QueueDispatcher implements Dispatcher {
     const app = appNameOf(req.env);
     if (key !== undefined) {
       const hit = await timeStage('lookup', () =>
-        this.guard(req.kind, ctx, this.lookup(key, app).then(h => h ?? (traced ? this.tracedLookup(traced, app) : undefined))),
+        this.guard(req.kind, ctx, traced ? this.lookupTraced(key, app, traced) : this.lookup(key, app)),
       );
       if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
       if (hit) {
@@ -214,14 +219,49 @@ export class QueueDispatcher implements Dispatcher {
     return 'found' in r ? r.found : undefined;
   }
 
+  /**
+   * The whole-tree entry, else a traced one. Either way the app learns which recorded shape
+   * this tree has (for a whole-tree hit in the background: the answer does not wait for it).
+   */
+  private async lookupTraced(key: string, app: string, t: TracedRequest): Promise<PluginResult | undefined> {
+    const whole = await this.lookup(key, app);
+    if (whole) {
+      void this.currentShape(t, app).then(
+        shape => this.noteApp(t, shape ? { shape } : { reason: WHOLE_TREE_REASON }),
+        err => this.deps.log.debug({ err: (err as Error).message }, 'manifest-generate-paths not recorded'),
+      );
+      return whole;
+    }
+    const found = await this.tracedLookup(t, app);
+    if (found) void this.noteApp(t, found);
+    return found?.result;
+  }
+
   /** A result whose run read exactly what this request's tree holds at the same paths. */
-  private async tracedLookup(t: TracedRequest, app: string): Promise<PluginResult | undefined> {
-    const shapes = await readShapes(this.redis, this.signingKey, this.keys.tracedShapes(this.deps.pluginName, app, t.baseKey));
-    for (const shape of shapes) {
-      const hit = await this.lookup(tracedEntryKey(t, shape), app);
-      if (hit) return hit;
+  private async tracedLookup(t: TracedRequest, app: string): Promise<{ result: PluginResult; shape: Shape } | undefined> {
+    for (const shape of await this.shapesOf(t, app)) {
+      const result = await this.lookup(tracedEntryKey(t, shape), app);
+      if (result) return { result, shape };
     }
     return undefined;
+  }
+
+  /** The most recent shape of the family with a traced entry for this tree. */
+  private async currentShape(t: TracedRequest, app: string): Promise<Shape | undefined> {
+    for (const shape of await this.shapesOf(t, app)) {
+      if ((await this.redis.exists(this.keys.cacheEntry(this.deps.pluginName, app, tracedEntryKey(t, shape)))) > 0) return shape;
+    }
+    return undefined;
+  }
+
+  private shapesOf(t: TracedRequest, app: string): Promise<Shape[]> {
+    return readShapes(this.redis, this.signingKey, this.keys.tracedShapes(this.deps.pluginName, app, t.baseKey));
+  }
+
+  private noteApp(t: TracedRequest, outcome: { shape: Shape } | { reason: string }): Promise<void> {
+    return noteAppPaths(this.paths, t.origin, outcome, this.deps.engine.options.cache.ttlMs).catch(err =>
+      this.deps.log.debug({ err: (err as Error).message }, 'manifest-generate-paths not recorded'),
+    );
   }
 
   /**
@@ -232,6 +272,7 @@ export class QueueDispatcher implements Dispatcher {
     const { pluginName } = this.deps;
     const reads = await readReads(this.redis, this.signingKey, this.keys.tracedReads(pluginName, app, key));
     const entry = entryForRun(t, reads, result);
+    await this.noteApp(t, entry ?? { reason: fallbackReason(reads) });
     if (!entry) return;
     const ttlMs = this.deps.engine.options.cache.ttlMs;
     await writeResult(this.redis, this.signingKey, this.keys.cacheEntry(pluginName, app, entry.key), entry.key, result, ttlMs);

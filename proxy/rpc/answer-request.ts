@@ -1,5 +1,6 @@
 import path from 'node:path';
 import type { Ctx } from '../../cmp/context.js';
+import { noteAppPaths, originOf } from '../../cmp/cache/app-paths.js';
 import { cacheKey } from '../../cmp/cache/cache-key.js';
 import { revisionValues, tracedBaseKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
@@ -68,8 +69,14 @@ export async function answerRequest(
           index: repo.index,
           preserveFileMode: deps.engine.config.spec.preserveFileMode,
           rule: cache.revision,
+          origin: originOf(req.env, req.appRelPath, deps.pluginName),
         }
       : undefined;
+  if (cache.traced && kind === 'generate' && !traced) {
+    // This generation is not traced: a value derived from an earlier one may miss what it reads.
+    const reason = key === undefined ? 'the latest generation was not cached (cache bypass or no tree index)' : 'the latest tree has symlinks or duplicate entries: not traced';
+    void noteAppPaths(deps.dispatcher.paths, originOf(req.env, req.appRelPath, deps.pluginName), { reason }, cache.ttlMs).catch(() => {});
+  }
   return deps.dispatcher.dispatch(req, repo, key, ctx, traced);
 }
 

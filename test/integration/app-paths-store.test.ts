@@ -1,0 +1,68 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
+import { appPathsRecord, originOf, sourceIdOf } from '../../cmp/cache/app-paths.js';
+import { RedisAppPaths } from '../../cmp/queue/app-paths-store.js';
+import { KeySpace } from '../../cmp/queue/keys.js';
+import { startRedis, type RedisServer } from '../helpers/redis-server.js';
+
+let server: RedisServer;
+let redis: Redis;
+const keys = new KeySpace('{cmp-paths}');
+const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
+
+before(async () => {
+  server = await startRedis();
+  redis = new Redis(server.url);
+});
+
+after(async () => {
+  redis.disconnect();
+  await server.stop();
+});
+
+const record = (app: string, sourcePath: string, at: number, ttlMs = 60_000) =>
+  appPathsRecord(
+    originOf([{ name: 'ARGOCD_APP_NAME', value: app }, { name: 'ARGOCD_APP_SOURCE_PATH', value: sourcePath }], sourcePath, 'helm'),
+    { shape: { touched: [`${sourcePath}/values.yaml`], listed: [], revision: false } },
+    at,
+    ttlMs,
+  )!;
+
+test('records are kept per app and source, signed, with the TTL on the hash', async () => {
+  const store = new RedisAppPaths(redis, KEY, keys);
+  const now = Date.now();
+  await store.put(record('ns_web', 'apps/web', now - 10));
+  await store.put(record('ns_web', 'apps/web', now));
+  await store.put(record('api', 'apps/api', now));
+  const web = await store.get('ns_web');
+  assert.deepEqual(web.map(r => [r.value, r.at]), [['/apps/web/values.yaml', now]]);
+  const ttl = await redis.pttl(keys.appPaths('ns_web'));
+  assert.ok(ttl > 50_000 && ttl <= 60_000, String(ttl));
+  assert.deepEqual([...(await store.all()).keys()].sort(), ['api', 'ns_web']);
+});
+
+test('a record that does not verify, or is moved to another app or field, is ignored', async () => {
+  const store = new RedisAppPaths(redis, KEY, keys);
+  await store.put(record('victim', 'apps/victim', Date.now()));
+  const forged = new RedisAppPaths(redis, Buffer.from('another key, another key, 012345'), keys);
+  await forged.put(record('forged', 'apps/forged', Date.now()));
+  assert.deepEqual(await store.get('forged'), []);
+  // A valid record copied under another app's key does not count there.
+  const stored = await redis.hgetallBuffer(keys.appPaths('victim'));
+  const [field, value] = Object.entries(stored)[0]!;
+  await redis.hset(keys.appPaths('copy'), field, value);
+  assert.deepEqual(await store.get('copy'), []);
+  assert.equal(sourceIdOf(record('victim', 'apps/victim', 0)), field);
+  assert.ok(!(await store.all()).has('copy') && !(await store.all()).has('forged'));
+});
+
+test('an expired source stops counting while another keeps the hash alive; at most 8 sources are kept', async () => {
+  const store = new RedisAppPaths(redis, KEY, keys);
+  await store.put(record('multi', 'apps/old', Date.now() - 5000, 1000));
+  await store.put(record('multi', 'apps/new', Date.now()));
+  assert.deepEqual((await store.get('multi')).map(r => r.sourcePath), ['apps/new']);
+  for (let i = 0; i < 10; i++) await store.put(record('many', `apps/s${i}`, Date.now() + i));
+  assert.equal(await redis.hlen(keys.appPaths('many')), 8);
+  assert.ok(!(await store.get('many')).some(r => r.sourcePath === 'apps/s0' || r.sourcePath === 'apps/s1'));
+});

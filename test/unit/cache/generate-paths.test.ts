@@ -1,0 +1,281 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { deriveFromShape, generatePathsValue, tarballRoot } from '../../../cmp/cache/generate-paths.js';
+import { shapeOf, stateDigest } from '../../../cmp/cache/read-set.js';
+import { goMatch } from '../../../cmp/discover/filepath-glob.js';
+import type { TreeEntry, TreeIndex } from '../../../cmp/tar/tree-index.js';
+import { rng } from '../../helpers/rng.js';
+
+// Argo CD's rule (util/app/path: GetAppRefreshPaths, AppFilesHaveChanged; util/security:
+// EnforceToCurrentRoot), written again here so that the derivation is checked against the rule
+// and not against itself.
+
+function goClean(p: string): string {
+  const n = path.posix.normalize(p === '' ? '.' : p);
+  return n.length > 1 && n.endsWith('/') ? n.slice(0, -1) : n;
+}
+
+/** GetAppRefreshPaths: absolute entries as they are, relative ones joined to each source path. */
+function refreshPaths(annotation: string | undefined, sourcePaths: string[]): string[] {
+  const paths: string[] = [];
+  if (annotation === undefined || annotation === '') return paths;
+  for (const item of annotation.split(';')) {
+    if (item === '') continue;
+    if (item.startsWith('/')) paths.push(item);
+    else for (const s of sourcePaths) paths.push(goClean([s, item].filter(x => x !== '').join('/')));
+  }
+  return paths;
+}
+
+const ensureAbs = (p: string) => (p.startsWith('/') ? p : `/${p}`);
+
+/** EnforceToCurrentRoot: the changed file's directory is the entry or under it. */
+function underRoot(root: string, requested: string): boolean {
+  const r = goClean(root);
+  const dir = goClean(path.posix.dirname(requested));
+  if (r === '/' || r === dir) return true;
+  return `${dir}/`.startsWith(`${r}/`);
+}
+
+/** AppFilesHaveChanged: whether Argo CD regenerates. */
+function filesHaveChanged(paths: string[], changed: string[]): boolean {
+  if (changed.length === 0 || paths.length === 0) return true;
+  for (const raw of changed) {
+    const f = ensureAbs(raw);
+    for (const raw2 of paths) {
+      const item = ensureAbs(raw2);
+      if (f === item || underRoot(item, f)) return true;
+      try {
+        if (goMatch(item, f)) return true;
+      } catch {
+        // a bad pattern matches nothing
+      }
+    }
+  }
+  return false;
+}
+
+const refreshes = (annotation: string | undefined, changed: string[], source = 'apps/web') => filesHaveChanged(refreshPaths(annotation, [source]), changed);
+
+test('rule: no annotation, an empty one or an empty change list means refresh', () => {
+  assert.equal(refreshes(undefined, ['docs/readme.md']), true);
+  assert.equal(refreshes('', ['docs/readme.md']), true);
+  assert.equal(refreshes(';', ['docs/readme.md']), true);
+  assert.equal(refreshes('/apps/web', []), true);
+});
+
+test('rule: equal, under, elsewhere', () => {
+  assert.equal(refreshes('/apps/web/values.yaml', ['apps/web/values.yaml']), true);
+  assert.equal(refreshes('/apps/web', ['apps/web/templates/deploy.yaml']), true);
+  assert.equal(refreshes('/apps/web', ['apps/webshop/values.yaml']), false);
+  assert.equal(refreshes('/apps/web/values.yaml', ['apps/web/other.yaml']), false);
+  assert.equal(refreshes('/apps/web', ['apps/other/a.yaml', 'docs/x.md']), false);
+  assert.equal(refreshes('/', ['anything/at/all']), true);
+});
+
+test('rule: root-relative versus app-relative entries, `.` and `..` cleaned', () => {
+  assert.equal(refreshes('.', ['apps/web/a.yaml']), true);
+  assert.equal(refreshes('.', ['apps/api/a.yaml']), false);
+  assert.equal(refreshes('../base', ['apps/base/kustomization.yaml']), true);
+  assert.equal(refreshes('../base', ['base/kustomization.yaml']), false);
+  assert.equal(refreshes('/base', ['base/kustomization.yaml']), true);
+  assert.equal(refreshes('./values/../values.yaml', ['apps/web/values.yaml']), true);
+  // Leaving the repository through `..` climbs to the root: everything matches.
+  assert.equal(refreshes('../../..', ['docs/x.md']), true);
+});
+
+test('rule: entries are filepath.Match patterns (`*` does not cross `/`)', () => {
+  assert.equal(refreshes('/apps/*/values.yaml', ['apps/api/values.yaml']), true);
+  assert.equal(refreshes('/apps/*.yaml', ['apps/web/values.yaml']), false);
+  assert.equal(refreshes('/v[12].yaml', ['v1.yaml']), true);
+  // A name with pattern syntax matches itself only through the equality test, not as a pattern.
+  assert.equal(refreshes('/v[1].yaml', ['v[1].yaml']), true);
+  assert.equal(refreshes('/x/v[1].yaml', ['x/v[1].yaml/inner']), true);
+  assert.equal(goMatch('/v[1].yaml', '/v[1].yaml'), false);
+});
+
+test('tarball root: the source path minus the app path', () => {
+  assert.equal(tarballRoot('apps/web', 'apps/web'), '');
+  assert.equal(tarballRoot('apps/web', 'web'), 'apps');
+  assert.equal(tarballRoot('./apps/web/', '.'), 'apps/web');
+  assert.equal(tarballRoot('/apps/web', 'apps/web'), '');
+  assert.equal(tarballRoot('', '.'), '');
+  assert.equal(tarballRoot('apps/web', 'eb'), undefined);
+  assert.equal(tarballRoot('apps/web', 'other'), undefined);
+  assert.equal(tarballRoot('../x', '.'), undefined);
+  assert.equal(tarballRoot(undefined, 'apps/web'), undefined);
+});
+
+test('value: root-relative, sorted, entries under another dropped', () => {
+  assert.equal(generatePathsValue(['b/x.yaml', 'a', 'a/c.yaml', 'b']), '/a;/b');
+  assert.equal(generatePathsValue(['z.yaml', 'a b/c', 'a/b']), '/a b/c;/a/b;/z.yaml');
+  assert.equal(generatePathsValue(['a', '', 'b']), '/');
+});
+
+test('value: names with pattern syntax or `;` become their nearest clean ancestor', () => {
+  assert.equal(generatePathsValue(['apps/v[1].yaml', 'apps/web/x.yaml']), '/apps');
+  assert.equal(generatePathsValue(['a/b*/c', 'd/e?', 'f/g\\h']), '/a;/d;/f');
+  assert.equal(generatePathsValue(['x/y', 'k;l']), '/');
+});
+
+test('value: longer than the bound, the deepest entries collapse first', () => {
+  const paths = Array.from({ length: 50 }, (_, i) => `apps/web/templates/file-${i}.yaml`).concat('base/one.yaml');
+  const full = generatePathsValue(paths, 100_000);
+  assert.equal(full.split(';').length, 51);
+  assert.equal(generatePathsValue(paths, 200), '/apps/web/templates;/base/one.yaml');
+  assert.equal(generatePathsValue(paths, 10), '/');
+  assert.ok(generatePathsValue(paths, 40).length <= 40);
+});
+
+test('derivation: none when bound to the revision, reading .git or nothing', () => {
+  const shape = { touched: ['web/a.yaml'], listed: ['web'], revision: false };
+  assert.deepEqual(deriveFromShape(shape, 'apps'), { value: '/apps/web' });
+  assert.deepEqual(deriveFromShape({ ...shape, listed: [''] }, 'apps'), { value: '/apps' });
+  assert.deepEqual(deriveFromShape({ ...shape, listed: [''] }, ''), { value: '/' });
+  assert.ok('reason' in deriveFromShape({ ...shape, revision: true }, ''));
+  assert.ok('reason' in deriveFromShape({ ...shape, touched: ['.git/HEAD'] }, ''));
+  assert.ok('reason' in deriveFromShape({ touched: [], listed: [], revision: false }, ''));
+});
+
+// Soundness: random trees, random read sets, random commits. The traced cache's own state
+// digest says whether a commit changed what the run read; whenever it did, Argo's rule on the
+// derived value must say "refresh" (no miss). When it did not, a refresh is only wasted work:
+// counted and reported.
+
+const NAMES = ['a', 'b', 'c', 'd', 'base', 'x.yaml', 'values.yaml', 'k*s', 'v[1].yaml', 's;t', 'q?', 'e\\f', 'a b', 'ab', 'overlays', 'prod'];
+
+/** A tree of files (path → content), directories implied as in git. */
+type Files = Map<string, string>;
+
+function indexOf(files: Files): TreeIndex {
+  const entries = new Map<string, TreeEntry>();
+  for (const [p, content] of files) {
+    entries.set(p, { path: p, type: 'file', mode: 0o644, size: content.length, sha256: content });
+    for (let d = path.posix.dirname(p); d !== '.'; d = path.posix.dirname(d)) entries.set(d, { path: d, type: 'dir', mode: 0o755, size: 0 });
+  }
+  return { entries, simple: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
+}
+
+function randomPath(r: () => number, depth = 1 + Math.floor(r() * 4)): string {
+  return Array.from({ length: depth }, () => NAMES[Math.floor(r() * NAMES.length)]!).join('/');
+}
+
+/** A file may not sit where a directory is: keep the first of two conflicting paths. */
+function addFile(files: Files, p: string, content: string): void {
+  for (const q of files.keys()) if (q.startsWith(`${p}/`) || p.startsWith(`${q}/`)) return;
+  files.set(p, content);
+}
+
+function randomTree(r: () => number): Files {
+  const files: Files = new Map();
+  for (let i = 0, n = 5 + Math.floor(r() * 40); i < n; i++) addFile(files, randomPath(r), `c${Math.floor(r() * 3)}`);
+  return files;
+}
+
+function randomCommit(r: () => number, files: Files): Files {
+  const next = new Map(files);
+  const keys = [...files.keys()];
+  for (let i = 0, n = 1 + Math.floor(r() * 3); i < n; i++) {
+    const pick = keys[Math.floor(r() * keys.length)]!;
+    const what = r();
+    if (what < 0.35) next.set(pick, `${next.get(pick) ?? ''}+`);
+    else if (what < 0.55) next.delete(pick);
+    else if (what < 0.65) {
+      // A directory replaced by a file: everything under it goes.
+      const dir = path.posix.dirname(pick);
+      if (dir === '.') continue;
+      for (const q of [...next.keys()]) if (q.startsWith(`${dir}/`)) next.delete(q);
+      next.set(dir, 'now a file');
+    } else addFile(next, randomPath(r), 'new');
+  }
+  return next;
+}
+
+function changedFiles(before: Files, after: Files): string[] {
+  const out = new Set<string>();
+  for (const [p, c] of before) if (after.get(p) !== c) out.add(p);
+  for (const p of after.keys()) if (!before.has(p)) out.add(p);
+  return [...out];
+}
+
+function randomReads(r: () => number, files: Files): { touched: string[]; listed: string[] } {
+  const index = indexOf(files);
+  const existing = [...index.entries.keys()];
+  const dirs = existing.filter(p => index.entries.get(p)!.type === 'dir');
+  const touched = new Set<string>();
+  const listed = new Set<string>();
+  for (let i = 0, n = 1 + Math.floor(r() * 8); i < n; i++) {
+    const kind = r();
+    if (kind < 0.5 && existing.length > 0) touched.add(existing[Math.floor(r() * existing.length)]!);
+    else if (kind < 0.8) touched.add(randomPath(r));
+    else if (dirs.length > 0) listed.add(dirs[Math.floor(r() * dirs.length)]!);
+  }
+  if (r() < 0.03) listed.add('');
+  return { touched: [...touched], listed: [...listed] };
+}
+
+test('soundness: every commit that changes what the run read matches the derived value', t => {
+  const seed = Number(process.env.GENERATE_PATHS_SEED ?? 17);
+  const r = rng(seed);
+  let relevant = 0;
+  let irrelevant = 0;
+  let needless = 0;
+  for (let round = 0; round < 3000; round++) {
+    const root = r() < 0.1 ? 'a/b*' : r() < 0.5 ? 'apps' : '';
+    const maxChars = r() < 0.5 ? 2048 : 10 + Math.floor(r() * 80);
+    const before = randomTree(r);
+    const reads = randomReads(r, before);
+    const oldIndex = indexOf(before);
+    const shape = shapeOf({ complete: true, ...reads, moved: [] }, oldIndex, false);
+    assert.ok(shape);
+    const derived = deriveFromShape(shape, root, maxChars);
+    assert.ok('value' in derived, JSON.stringify(derived));
+    assert.ok(derived.value.length <= maxChars || derived.value === '/', `${derived.value.length} > ${maxChars}`);
+    for (let c = 0; c < 5; c++) {
+      const after = randomCommit(r, before);
+      const changed = changedFiles(before, after).map(f => (root === '' ? f : `${root}/${f}`));
+      if (changed.length === 0) continue;
+      const inputsChanged = stateDigest(oldIndex, shape, false) !== stateDigest(indexOf(after), shape, false);
+      const refresh = filesHaveChanged(refreshPaths(derived.value, ['ignored']), changed);
+      if (inputsChanged) {
+        relevant++;
+        assert.ok(refresh, `seed ${seed} round ${round}: missed ${JSON.stringify(changed)} against ${derived.value} (reads ${JSON.stringify(reads)})`);
+      } else {
+        irrelevant++;
+        if (refresh) needless++;
+      }
+    }
+  }
+  assert.ok(relevant > 1000 && irrelevant > 1000, `${relevant} relevant, ${irrelevant} irrelevant commits`);
+  t.diagnostic(`seed ${seed}: ${relevant} commits changed the inputs (0 missed); ${needless} of ${irrelevant} others refreshed needlessly (${((100 * needless) / irrelevant).toFixed(1)} %)`);
+});
+
+test('a monorepo app: one-file commits elsewhere in the repository refresh it rarely', t => {
+  // 40 apps of 6 files, a shared base; the app lists its dir and reads its files and two of base/.
+  const files: Files = new Map();
+  for (let a = 0; a < 40; a++) for (let f = 0; f < 6; f++) files.set(`apps/app${a}/f${f}.yaml`, 'x');
+  for (let f = 0; f < 10; f++) files.set(`base/b${f}.yaml`, 'x');
+  files.set('README.md', 'x');
+  const index = indexOf(files);
+  const touched = [...files.keys()].filter(p => p.startsWith('apps/app7/')).concat('base/b1.yaml', 'base/b2.yaml', 'apps/app7/absent.yaml');
+  const shape = shapeOf({ complete: true, touched, listed: ['apps/app7'], moved: [] }, index, false)!;
+  const derived = deriveFromShape(shape, '');
+  assert.ok('value' in derived);
+  // base/ is listed as the directory of the files read there (shapeOf's conservative rule).
+  assert.equal(derived.value, '/apps/app7;/base');
+  let needless = 0;
+  let relevant = 0;
+  const paths = [...files.keys()];
+  for (const p of paths) {
+    const after = new Map(files).set(p, 'changed');
+    const changed = stateDigest(index, shape, false) !== stateDigest(indexOf(after), shape, false);
+    const refresh = filesHaveChanged(refreshPaths(derived.value, ['apps/app7']), [p]);
+    if (changed) {
+      relevant++;
+      assert.ok(refresh, p);
+    } else if (refresh) needless++;
+  }
+  t.diagnostic(`${relevant} of ${paths.length} one-file commits change the inputs (all refresh); ${needless} others refresh needlessly (files of base/ not read)`);
+  assert.equal(needless, 8);
+});
