@@ -41,6 +41,7 @@ import { checkInvariants } from './lib/invariants.js';
 import { auditRedisKeys, jobIds } from './lib/redis-audit.js';
 import { expectedManifests, markerCall, markerLines, markerPlugin } from './lib/marker-plugin.js';
 import { recordFigures, REDUCED, sandbox } from './lib/settings.js';
+import { killWorker, workerWithRunInProgress } from './lib/worker-kill.js';
 
 type Topology = 'standalone' | 'sentinel' | 'cluster';
 type Fault = 'master-kill' | 'restart-empty' | 'flushall' | 'worker-kills' | 'redis-stall' | 'lossy-failover';
@@ -424,23 +425,6 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
     const cut = new Set<string>();
     let killsMidRun = 0;
 
-    /** A worker with a plugin run in progress whose job no kill cut before (as the load suite). */
-    const runningOn = () => {
-      const open = new Map<string, number>();
-      for (const [dir, tag] of markerLines(markers, 'starts')) open.set(`${dir} ${tag}`, (open.get(`${dir} ${tag}`) ?? 0) + 1);
-      for (const [dir, tag] of markerLines(markers, 'ends')) open.set(`${dir} ${tag}`, (open.get(`${dir} ${tag}`) ?? 0) - 1);
-      const tagsOn = new Map<string, string[]>();
-      for (const [key, n] of open) {
-        if (n <= 0) continue;
-        const [dir, tag] = key.split(' ') as [string, string];
-        tagsOn.set(dir, [...(tagsOn.get(dir) ?? []), tag]);
-      }
-      const cands = dd.workers.map(w => ({ w, tags: tagsOn.get(path.join(w.base, 'work')) ?? [] })).filter(x => x.tags.length > 0 && !x.tags.some(t => cut.has(t)));
-      const pick = cands[0];
-      pick?.tags.forEach(t => cut.add(t));
-      return pick?.w;
-    };
-
     const injector = (async () => {
       while (next < gate) await sleep(25);
       faultStart = Date.now();
@@ -454,12 +438,8 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
           case 'worker-kills': {
             for (let k = 0; k < WORKER_KILLS; k++) {
               if (k > 0) await sleep(WORKER_KILL_EVERY_MS);
-              let victim = runningOn();
-              if (victim) killsMidRun++;
-              else victim = dd.workers[Math.floor(Math.random() * dd.workers.length)]!;
-              dd.workers.splice(dd.workers.indexOf(victim), 1);
-              killed.add(path.join(victim.base, 'work'));
-              await victim.kill();
+              // A worker with a plugin run in progress whose job no kill cut before (as the load suite).
+              if (await killWorker(dd, workerWithRunInProgress(markers, dd.workers, cut), killed)) killsMidRun++;
               allWorkers.push(await dd.addWorker());
             }
             faultNote = `${WORKER_KILLS} workers SIGKILLed ${WORKER_KILL_EVERY_MS} ms apart, ${killsMidRun} of them mid-run`;

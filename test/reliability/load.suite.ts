@@ -6,7 +6,6 @@
  * where the first run's worker was killed (at-least-once after a crash: its output died with it).
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
@@ -17,6 +16,7 @@ import { rssBytes } from '../helpers/rss.js';
 import { checkDistributedInvariants } from './lib/invariants.js';
 import { expectedManifests, markerCall, markerLines, markerPlugin } from './lib/marker-plugin.js';
 import { recordFigures, REDUCED, sandbox } from './lib/settings.js';
+import { killWorker, workerWithRunInProgress } from './lib/worker-kill.js';
 
 const CALLS = REDUCED ? 300 : 1000;
 const CONCURRENCY = 50;
@@ -67,29 +67,10 @@ test(`${CALLS} calls, ${CONCURRENCY} concurrent, ${KILLS} workers SIGKILLed mid-
     });
     let inFlight = 0;
     let killsMidRun = 0;
-    // Tags whose run a kill already cut. The worker gives up on a job after its third stall (README,
-    // failure table), so the killer never aims at a job twice: a victim runs none of these.
+    // Tags whose run a kill already cut: a victim runs none of these (see workerWithRunInProgress).
     const cut = new Set<string>();
     /** A worker with a run in progress (a slow one if any) and no run of a job cut before. */
-    const runningOn = () => {
-      const open = new Map<string, number>();
-      for (const [dir, tag] of markerLines(markers, 'starts')) open.set(`${dir} ${tag}`, (open.get(`${dir} ${tag}`) ?? 0) + 1);
-      for (const [dir, tag] of markerLines(markers, 'ends')) open.set(`${dir} ${tag}`, (open.get(`${dir} ${tag}`) ?? 0) - 1);
-      const tagsOn = new Map<string, string[]>();
-      for (const [key, n] of open) {
-        if (n <= 0) continue;
-        const [dir, tag] = key.split(' ') as [string, string];
-        tagsOn.set(dir, [...(tagsOn.get(dir) ?? []), tag]);
-      }
-      const candidates = d.workers
-        .map(w => ({ w, tags: tagsOn.get(path.join(w.base, 'work')) ?? [] }))
-        .filter(c => c.tags.length > 0 && !c.tags.some(t => cut.has(t)));
-      // Slow runs (0.5 s) first: a fast one may end before the kill lands.
-      candidates.sort((a, b) => Number(b.tags.some(isSlow)) - Number(a.tags.some(isSlow)));
-      const c = candidates[0];
-      c?.tags.forEach(t => cut.add(t));
-      return c?.w;
-    };
+    const runningOn = () => workerWithRunInProgress(markers, d.workers, cut, isSlow);
     const killer = (async () => {
       for (let k = 0; k < KILLS; k++) {
         while (next < gates[k]!) await tick();
@@ -98,11 +79,7 @@ test(`${CALLS} calls, ${CONCURRENCY} concurrent, ${KILLS} workers SIGKILLed mid-
           await tick();
           victim = runningOn();
         }
-        if (victim) killsMidRun++;
-        else victim = d.workers[Math.floor(Math.random() * d.workers.length)]!;
-        d.workers.splice(d.workers.indexOf(victim), 1);
-        killed.add(path.join(victim.base, 'work'));
-        await victim.kill();
+        if (await killWorker(d, victim, killed)) killsMidRun++;
         kills++;
         killDone[k]!.done();
         await d.addWorker();
