@@ -2,14 +2,14 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startDistributed, type Distributed } from '../helpers/distributed.js';
-import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
+import { startDistributed } from '../helpers/distributed.js';
+import { openCmpClient } from '../helpers/grpc-client.js';
 import { BIN } from '../helpers/paths.js';
 import { startRedis } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
-import { endsOf, generateCall, markerPlugin, startMarkerBed, startsOf, until, type MarkerBed } from './distributed-helpers.js';
+import { endsOf, generateCall, markerPlugin, retireWorkers, startsOf, until, useMarkerBed, workDirOf } from './distributed-helpers.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { ANY, assertOurError } from '../helpers/our-errors.js';
 
@@ -18,26 +18,17 @@ const markers = pluginWritableTempDir('cmp-markers-');
 after(() => fs.rmSync(markers, { recursive: true, force: true }));
 
 describe('distributed mode under failures', () => {
-  let bed: MarkerBed;
-  let d: Distributed;
-  let client: CmpTestClient;
-  let tgz: Buffer;
-
-  before(async () => {
-    ({ d, client } = bed = await startMarkerBed(QUEUE, {
-      workers: 2,
-      env: { MARKERS: markers, CMP_OFFLOAD_CONCURRENCY: '1', CMP_OFFLOAD_SHUTDOWN_GRACE: '10s' },
-    }));
-    tgz = await tarballOf({ 'f.txt': 'x' });
+  const suite = useMarkerBed(QUEUE, {
+    workers: 2,
+    env: { MARKERS: markers, CMP_OFFLOAD_CONCURRENCY: '1', CMP_OFFLOAD_SHUTDOWN_GRACE: '10s' },
   });
 
-  after(() => bed.stop());
-
   test('a worker SIGKILLed during a slow generate: the call still succeeds on another worker within seconds', async () => {
+    const { client, d, tgz } = suite;
     const started = Date.now();
     const call = client.generate(generateCall(tgz, { TAG: 'crash', SLEEP: '2' }, { timeoutMs: 30_000 }));
     await until(() => startsOf(markers, 'crash').length === 1, 5_000, 'the run to start');
-    const holder = d.workers.find(w => path.join(w.base, 'work') === startsOf(markers, 'crash')[0]);
+    const holder = d.workers.find(w => workDirOf(w) === startsOf(markers, 'crash')[0]);
     assert.ok(holder, 'the run happened on one of the workers');
     await holder.kill();
     const outcome = await call;
@@ -52,9 +43,10 @@ describe('distributed mode under failures', () => {
   });
 
   test('a worker stopped with SIGTERM finishes its running job, then exits cleanly', async () => {
+    const { client, d, tgz } = suite;
     const call = client.generate(generateCall(tgz, { TAG: 'graceful', SLEEP: '1' }));
     await until(() => startsOf(markers, 'graceful').length === 1, 5_000, 'the run to start');
-    const holder = d.workers.find(w => path.join(w.base, 'work') === startsOf(markers, 'graceful')[0])!;
+    const holder = d.workers.find(w => workDirOf(w) === startsOf(markers, 'graceful')[0])!;
     assert.equal(endsOf(markers, 'graceful'), 0, 'SIGTERM comes while the job runs');
     holder.proc.kill('SIGTERM');
     const outcome = await call;
@@ -62,12 +54,12 @@ describe('distributed mode under failures', () => {
     assert.equal(await holder.exited, 0);
     assert.equal(startsOf(markers, 'graceful').length, 1);
     assert.equal(endsOf(markers, 'graceful'), 1);
-    d.workers.splice(d.workers.indexOf(holder), 1);
-    await holder.stop();
+    await retireWorkers(d, [holder]);
     await d.addWorker();
   });
 
   test('Redis stopped: calls wait CMP_OFFLOAD_REDIS_TIMEOUT (2 s) for it, then fail with UNAVAILABLE naming Redis; after a restart the service resumes by itself', async () => {
+    const { client, d, tgz } = suite;
     assert.ok('value' in (await client.generate(generateCall(tgz, { TAG: 'before-outage' }))));
     await d.redis.pause();
     const started = Date.now();

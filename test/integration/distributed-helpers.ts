@@ -1,11 +1,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import assert from 'node:assert/strict';
+import { after, before } from 'node:test';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { EnvEntry } from '../../proto/generated/cmpserver/plugin/plugin.js';
 import { startDistributed, type Distributed, type DistributedOptions } from '../helpers/distributed.js';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient, type StreamCall } from '../helpers/grpc-client.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { tarballOf } from '../helpers/repo.js';
+import type { WorkerProcess } from '../helpers/worker-process.js';
 
 /**
  * A plugin that leaves markers: `starts` gets "<worker work dir> <tag>" when a run begins,
@@ -144,4 +148,65 @@ export async function startMarkerBed(
       await d.stop();
     },
   };
+}
+
+/** What a GenerateManifest call through the CMP test client ends with. */
+export type Outcome = Awaited<ReturnType<CmpTestClient['generate']>>;
+
+/** The ConfigMap names of a GenerateManifest answer (the marker plugin names its ConfigMap after TAG). */
+export function names(o: Outcome): string[] {
+  assert.ok('value' in o, JSON.stringify(o));
+  return o.value.manifests.map(m => (JSON.parse(m) as { metadata: { name: string } }).metadata.name);
+}
+
+/** Let the marker plugin's runs waiting on WAIT=`name` go on. */
+export function release(markers: string, name: string): void {
+  fs.writeFileSync(path.join(markers, name), '');
+}
+
+/**
+ * Env for marker-plugin processes that run every call as its own job (no cache, no coalescing),
+ * one run at a time per worker.
+ */
+export function oneRunAtATimeEnv(markers: string): Record<string, string> {
+  return { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_CONCURRENCY: '1' };
+}
+
+/** The work dir plugin commands see on worker `w` (what the marker plugin's `starts` lines name). */
+export const workDirOf = (w: WorkerProcess): string => path.join(w.base, 'work');
+
+/** Start `n` more workers of `d`, each with `env` on top of its settings. */
+export function addWorkers(d: Distributed, n: number, env?: Record<string, string>): Promise<WorkerProcess[]> {
+  return Promise.all(Array.from({ length: n }, () => d.addWorker(env)));
+}
+
+/** Stop `workers` (SIGTERM), taking those still listed out of `d.workers` first. */
+export async function retireWorkers(d: Distributed, workers: WorkerProcess[]): Promise<void> {
+  for (const w of workers) if (d.workers.includes(w)) d.workers.splice(d.workers.indexOf(w), 1);
+  await Promise.all(workers.map(w => w.stop()));
+}
+
+/** A marker bed shared by the tests of a suite, with the tarball they send; set once `before` has run. */
+export interface MarkerSuite {
+  bed: MarkerBed;
+  d: Distributed;
+  client: CmpTestClient;
+  /** A repo of one small file. */
+  tgz: Buffer;
+}
+
+/**
+ * `startMarkerBed(plugin, opts)` in a `before` hook of the suite being defined (call it inside
+ * `describe`), and `stop()` in its `after` hook. Read the fields inside the tests and hooks.
+ */
+export function useMarkerBed(plugin: string, opts: Parameters<typeof startMarkerBed>[1]): MarkerSuite {
+  const suite = {} as MarkerSuite;
+  before(async () => {
+    suite.bed = await startMarkerBed(plugin, opts);
+    suite.d = suite.bed.d;
+    suite.client = suite.bed.client;
+    suite.tgz = await tarballOf({ 'f.txt': 'x' });
+  });
+  after(() => suite.bed.stop());
+  return suite;
 }

@@ -12,57 +12,39 @@
  *   fetching; a healthy worker serves them; once the runner is back the worker fetches again.
  */
 import fs from 'node:fs';
-import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import type { Distributed } from '../helpers/distributed.js';
-import type { CmpTestClient } from '../helpers/grpc-client.js';
 import { ANY, assertOurError } from '../helpers/our-errors.js';
-import { tarballOf } from '../helpers/repo.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import type { WorkerProcess } from '../helpers/worker-process.js';
-import { generateCall, PREFIX, sleep, startMarkerBed, startsOf, until, type MarkerBed } from './distributed-helpers.js';
+import {
+  addWorkers,
+  generateCall,
+  names,
+  oneRunAtATimeEnv,
+  PREFIX,
+  release as releaseIn,
+  retireWorkers,
+  sleep,
+  startsOf,
+  until,
+  useMarkerBed,
+  workDirOf as workDir,
+  type Outcome,
+} from './distributed-helpers.js';
 
 const QUEUE = 'qretry';
 const markers = pluginWritableTempDir('cmp-markers-');
 
-type Outcome = Awaited<ReturnType<CmpTestClient['generate']>>;
-
-function names(o: Outcome): string[] {
-  assert.ok('value' in o, JSON.stringify(o));
-  return o.value.manifests.map(m => (JSON.parse(m) as { metadata: { name: string } }).metadata.name);
-}
-
-const release = (name: string) => fs.writeFileSync(path.join(markers, name), '');
+const release = (name: string) => releaseIn(markers, name);
 
 describe('retries across worker kills (CMP_OFFLOAD_JOB_ATTEMPTS, default 3)', () => {
-  let bed: MarkerBed;
-  let d: Distributed;
-  let client: CmpTestClient;
-  let tgz: Buffer;
+  // Every call its own job (no cache, no coalescing); one run at a time per worker.
+  const suite = useMarkerBed(QUEUE, { workers: 0, env: oneRunAtATimeEnv(markers) });
+  after(() => fs.rmSync(markers, { recursive: true, force: true }));
 
-  before(async () => {
-    // Every call its own job (no cache, no coalescing); one run at a time per worker.
-    ({ d, client } = bed = await startMarkerBed(QUEUE, {
-      workers: 0,
-      env: { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_CONCURRENCY: '1' },
-    }));
-    tgz = await tarballOf({ 'f.txt': 'x' });
-  });
-
-  after(async () => {
-    await bed.stop();
-    fs.rmSync(markers, { recursive: true, force: true });
-  });
-
-  const addWorkers = (n: number) => Promise.all(Array.from({ length: n }, () => d.addWorker()));
-  const retire = async (workers: WorkerProcess[]) => {
-    for (const w of workers) if (d.workers.includes(w)) d.workers.splice(d.workers.indexOf(w), 1);
-    await Promise.all(workers.map(w => w.stop()));
-  };
-  const workDir = (w: WorkerProcess) => path.join(w.base, 'work');
   /**
    * The worker on which run number `n` (1-based) of `tag` started, once it has; fails at once
    * with the caller's answer if `call` ends first.
@@ -81,13 +63,14 @@ describe('retries across worker kills (CMP_OFFLOAD_JOB_ATTEMPTS, default 3)', ()
   const jobOf = async (details: string): Promise<Job> => {
     const id = /job ([0-9a-f]{64}) of plugin/.exec(details)?.[1];
     assert.ok(id, details);
-    const job = await bed.queue.getJob(id);
+    const job = await suite.bed.queue.getJob(id);
     assert.ok(job, `job ${id} is still recorded`);
     return job;
   };
 
   test('a job whose worker is killed twice in a row (two workers in turn) runs a third time on the healthy one: the caller gets its manifests', async () => {
-    const workers = await addWorkers(3);
+    const { client, d, tgz } = suite;
+    const workers = await addWorkers(d, 3);
     try {
       const call = client.generate(generateCall(tgz, { TAG: 'twice', WAIT: 'go-twice' }, { timeoutMs: 150_000 }));
       const first = await holderOfRun(workers, 'twice', 1, call);
@@ -102,13 +85,14 @@ describe('retries across worker kills (CMP_OFFLOAD_JOB_ATTEMPTS, default 3)', ()
       assert.equal(startsOf(markers, 'twice').length, 3, 'three runs in all');
     } finally {
       release('go-twice');
-      await retire(workers);
+      await retireWorkers(d, workers);
     }
   });
 
   test('a poison job (every worker that starts it dies) is given up after 3 runs: jobGaveUp reaches the caller within seconds of the last kill, and no fourth run starts', async () => {
     // Two workers at all times: each one killed is replaced, as a Deployment would.
-    const workers = await addWorkers(2);
+    const { client, d, tgz } = suite;
+    const workers = await addWorkers(d, 2);
     const deadlineMs = 150_000;
     try {
       const started = Date.now();
@@ -142,12 +126,13 @@ describe('retries across worker kills (CMP_OFFLOAD_JOB_ATTEMPTS, default 3)', ()
       assert.equal(startsOf(markers, 'poison').length, 3, 'three runs, no fourth');
     } finally {
       release('go-poison');
-      await retire(workers);
+      await retireWorkers(d, workers);
     }
   });
 
   test('a worker whose runner is dead hands jobs back without using their attempts and stops fetching; the healthy worker serves them; the runner back, the worker fetches again', async () => {
-    const workers = await addWorkers(2);
+    const { bed, client, d, tgz } = suite;
+    const workers = await addWorkers(d, 2);
     const [a, b] = workers as [WorkerProcess, WorkerProcess];
     const earlier = new Set((await bed.queue.getJobs(['completed', 'failed'])).map(j => j.id));
     try {
@@ -178,16 +163,17 @@ describe('retries across worker kills (CMP_OFFLOAD_JOB_ATTEMPTS, default 3)', ()
       // The runner restarted: A fetches again (B gone, only A can serve the next call).
       await a.restartRunner();
       await until(() => a.stderr().includes('the runner accepts connections again'), 30_000, 'worker A to fetch again');
-      await retire([b]);
+      await retireWorkers(d, [b]);
       assert.deepEqual(names(await client.generate(generateCall(tgz, { TAG: 'back' }, { timeoutMs: 60_000 }))), ['back']);
       assert.deepEqual(startsOf(markers, 'back'), [workDir(a)]);
     } finally {
       release('go-held');
-      await retire(workers);
+      await retireWorkers(d, workers);
     }
   });
 
   test("a job failed with a reason no worker of ours signed (BullMQ's own, a foreign consumer's): the caller gets jobFailed relaying it", async () => {
+    const { client, d, tgz } = suite;
     // No worker of ours runs: the foreign consumer fails the job as BullMQ fails one itself.
     const connection = new Redis(d.env.CMP_OFFLOAD_REDIS_URL!, { maxRetriesPerRequest: null });
     const foreign = new Worker(QUEUE, async () => {

@@ -9,72 +9,60 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Distributed } from '../helpers/distributed.js';
-import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
+import { openCmpClient } from '../helpers/grpc-client.js';
 import { ANY, assertOurError } from '../helpers/our-errors.js';
-import { tarballOf } from '../helpers/repo.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import type { WorkerProcess } from '../helpers/worker-process.js';
-import { endsOf, generateCall, groupAlive, pidsOf, startMarkerBed, startsOf, until, type MarkerBed } from './distributed-helpers.js';
+import {
+  addWorkers,
+  endsOf,
+  generateCall,
+  groupAlive,
+  names,
+  oneRunAtATimeEnv,
+  pidsOf,
+  release as releaseIn,
+  retireWorkers,
+  startsOf,
+  until,
+  useMarkerBed,
+  workDirOf,
+  type Outcome,
+} from './distributed-helpers.js';
 
 const QUEUE = 'qset';
 const markers = pluginWritableTempDir('cmp-markers-');
 /** Not the default (2s): a call that fails after this long was bounded by the setting, not the default. */
 const REDIS_TIMEOUT_MS = 4_000;
 
-type Outcome = Awaited<ReturnType<CmpTestClient['generate']>>;
-
-/** The ConfigMap names of a GenerateManifest answer (the marker plugin names its ConfigMap after TAG). */
-function names(o: Outcome): string[] {
-  assert.ok('value' in o, JSON.stringify(o));
-  return o.value.manifests.map(m => (JSON.parse(m) as { metadata: { name: string } }).metadata.name);
-}
-
 /** Let runs waiting on WAIT=`name` go on. */
-const release = (name: string) => fs.writeFileSync(path.join(markers, name), '');
+const release = (name: string) => releaseIn(markers, name);
 
 describe('distributed settings through the real env', () => {
-  let bed: MarkerBed;
-  let d: Distributed;
-  let client: CmpTestClient;
-  let tgz: Buffer;
-
-  before(async () => {
-    // No worker yet: each test starts the workers it needs, with the settings it tests.
-    ({ d, client } = bed = await startMarkerBed(QUEUE, {
-      workers: 0,
-      env: { MARKERS: markers, CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_CONCURRENCY: '1' },
-      proxyEnv: { CMP_OFFLOAD_REDIS_TIMEOUT: `${REDIS_TIMEOUT_MS}ms`, CMP_OFFLOAD_JOB_ATTEMPTS: '2' },
-    }));
-    tgz = await tarballOf({ 'f.txt': 'x' });
+  // No worker yet: each test starts the workers it needs, with the settings it tests.
+  const suite = useMarkerBed(QUEUE, {
+    workers: 0,
+    env: oneRunAtATimeEnv(markers),
+    proxyEnv: { CMP_OFFLOAD_REDIS_TIMEOUT: `${REDIS_TIMEOUT_MS}ms`, CMP_OFFLOAD_JOB_ATTEMPTS: '2' },
   });
+  after(() => fs.rmSync(markers, { recursive: true, force: true }));
 
-  after(async () => {
-    await bed.stop();
-    fs.rmSync(markers, { recursive: true, force: true });
-  });
-
-  /** Start `n` workers with `env`; `retire` stops them again. */
-  const addWorkers = (n: number, env: Record<string, string>) => Promise.all(Array.from({ length: n }, () => d.addWorker(env)));
-  const retire = async (workers: WorkerProcess[]) => {
-    for (const w of workers) if (d.workers.includes(w)) d.workers.splice(d.workers.indexOf(w), 1);
-    await Promise.all(workers.map(w => w.stop()));
-  };
   /** The exit code of `w` within `ms`, or 'still running'. */
   const exitWithin = (w: WorkerProcess, ms: number) =>
     Promise.race([w.exited, new Promise<'still running'>(r => setTimeout(() => r('still running'), ms).unref())]);
   /** The worker whose runner started the first run of `tag`, and the other one. */
   const holderOf = (workers: WorkerProcess[], tag: string): [WorkerProcess, WorkerProcess] => {
     const dir = startsOf(markers, tag)[0];
-    const holder = workers.find(w => path.join(w.base, 'work') === dir);
+    const holder = workers.find(w => workDirOf(w) === dir);
     assert.ok(holder, `the run of ${tag} happened on one of the workers (${dir})`);
     return [holder, workers.find(w => w !== holder)!];
   };
 
   test('CMP_OFFLOAD_REDIS_TIMEOUT: with Redis hung (SIGSTOP), a call fails UNAVAILABLE naming Redis after the timeout, long before its deadline; calls work again after SIGCONT', async () => {
-    const workers = await addWorkers(1, {});
+    const { client, d, tgz } = suite;
+    const workers = await addWorkers(d, 1, {});
     try {
       assert.deepEqual(names(await client.generate(generateCall(tgz, { TAG: 'before-hang' }, { timeoutMs: 30_000 }))), ['before-hang']);
       const deadlineMs = 40_000;
@@ -107,13 +95,14 @@ describe('distributed settings through the real env', () => {
       );
       assert.deepEqual(names(back), ['after-hang']);
     } finally {
-      await retire(workers);
+      await retireWorkers(d, workers);
     }
   });
 
   test('CMP_OFFLOAD_JOB_ATTEMPTS=2: a run lost with its runner (SIGKILL) is retried on the other worker; the caller gets its manifests, the plugin ran twice', async () => {
+    const { client, d, tgz } = suite;
     // A long grace: the shutting-down worker lets the run go on, so it is the runner's death that fails it.
-    const workers = await addWorkers(2, { CMP_OFFLOAD_SHUTDOWN_GRACE: '60s' });
+    const workers = await addWorkers(d, 2, { CMP_OFFLOAD_SHUTDOWN_GRACE: '60s' });
     try {
       const call = client.generate(generateCall(tgz, { TAG: 'retried', WAIT: 'go-retried' }, { timeoutMs: 60_000 }));
       await until(() => startsOf(markers, 'retried').length === 1, 15_000, 'the run to start');
@@ -132,14 +121,15 @@ describe('distributed settings through the real env', () => {
       assert.equal(await exitWithin(a, 15_000), 0, `worker A's exit: ${a.stderr()}`);
     } finally {
       release('go-retried');
-      await retire(workers);
+      await retireWorkers(d, workers);
     }
   });
 
   test('CMP_OFFLOAD_JOB_ATTEMPTS=1: the same loss is not retried; the caller gets jobGaveUp naming the runner failure', async () => {
+    const { d, tgz } = suite;
     const proxy = await d.addProxy({ CMP_OFFLOAD_JOB_ATTEMPTS: '1' });
     const once = openCmpClient(proxy.socketPath);
-    const workers = await addWorkers(2, { CMP_OFFLOAD_SHUTDOWN_GRACE: '60s' });
+    const workers = await addWorkers(d, 2, { CMP_OFFLOAD_SHUTDOWN_GRACE: '60s' });
     try {
       // A deadline well within the test's time: a retry would wait for WAIT until then.
       const call = once.generate(generateCall(tgz, { TAG: 'not-retried', WAIT: 'go-not-retried' }, { timeoutMs: 30_000 }));
@@ -156,16 +146,17 @@ describe('distributed settings through the real env', () => {
     } finally {
       release('go-not-retried');
       once.close();
-      await retire(workers);
+      await retireWorkers(d, workers);
     }
   });
 
   test('CMP_OFFLOAD_JOB_ATTEMPTS=1 bounds stall recovery too: a whole worker SIGKILLed mid-run is that one run; the job is given up, not run on another', async () => {
+    const { d, tgz } = suite;
     // A dead worker records no failure: its job is handed on by the stalled-job check (lock 2 s,
     // check every 1 s in the tests), and the next worker to fetch it counts the lost run.
     const proxy = await d.addProxy({ CMP_OFFLOAD_JOB_ATTEMPTS: '1' });
     const once = openCmpClient(proxy.socketPath);
-    const workers = await addWorkers(2, {});
+    const workers = await addWorkers(d, 2, {});
     try {
       const call = once.generate(generateCall(tgz, { TAG: 'stalled', WAIT: 'go-stalled' }, { timeoutMs: 60_000 }));
       await until(() => startsOf(markers, 'stalled').length === 1, 15_000, 'the run to start');
@@ -178,13 +169,14 @@ describe('distributed settings through the real env', () => {
     } finally {
       release('go-stalled');
       once.close();
-      await retire(workers);
+      await retireWorkers(d, workers);
     }
   });
 
   test('CMP_OFFLOAD_SHUTDOWN_GRACE expiring on SIGTERM: the run is killed on worker A, retried on worker B, and A exits soon after the grace', async () => {
+    const { client, d, tgz } = suite;
     const graceMs = 1_500;
-    const workers = await addWorkers(2, { CMP_OFFLOAD_SHUTDOWN_GRACE: `${graceMs}ms` });
+    const workers = await addWorkers(d, 2, { CMP_OFFLOAD_SHUTDOWN_GRACE: `${graceMs}ms` });
     try {
       const call = client.generate(generateCall(tgz, { TAG: 'grace', WAIT: 'go-grace' }, { timeoutMs: 60_000 }));
       await until(() => startsOf(markers, 'grace').length === 1 && pidsOf(markers, 'grace').length === 1, 15_000, 'the run to start');
@@ -208,7 +200,7 @@ describe('distributed settings through the real env', () => {
       assert.equal(startsOf(markers, 'grace').length, 2);
     } finally {
       release('go-grace');
-      await retire(workers);
+      await retireWorkers(d, workers);
     }
   });
 });
