@@ -29,10 +29,13 @@ const STUBBORN =
 // The grandchild's delay is $LATE seconds (default 3): it must outlast the kill under test.
 const POLITE = 'echo $$ > $MARKER.pid; (sleep ${LATE:-3}; echo late > $MARKER.late) & sleep 30';
 // POLITE whose grandchild writes the time (ms since epoch) it got SIGTERM to $MARKER.term and exits.
+// The pid marker (the group leader's pid: $$ in a subshell is the parent's) is written only once
+// the grandchild's trap is set, so a test that signals as soon as it sees the marker cannot catch
+// the grandchild before its trap (seen under load); written whole (mv) so it is never read empty.
 const TERMED =
-  'echo $$ > $MARKER.pid; (trap \\"date +%s%3N > $MARKER.t; mv $MARKER.t $MARKER.term; exit 0\\" TERM; sleep ${LATE:-3} & wait; echo late > $MARKER.late) & sleep 30';
+  '(trap \\"date +%s%3N > $MARKER.t; mv $MARKER.t $MARKER.term; exit 0\\" TERM; echo $$ > $MARKER.p; mv $MARKER.p $MARKER.pid; sleep ${LATE:-3} & wait; echo late > $MARKER.late) & sleep 30';
 // A child that ignores SIGTERM holds the command's output open until SIGKILL.
-const HOLD = 'echo $$ > $MARKER.pid; (trap \\"\\" TERM; sleep 30) & sleep 30';
+const HOLD = '(trap \\"\\" TERM; echo $$ > $MARKER.p; mv $MARKER.p $MARKER.pid; sleep 30) & sleep 30';
 
 function request(tgz: Buffer, marker: string, timeoutMs?: number, late = 3) {
   const env = [{ name: 'MARKER', value: marker }, { name: 'LATE', value: String(late) }];
