@@ -35,7 +35,7 @@ export const ingest: Scenario = {
       { label: 'realistic text', t: await textTarball(opts.outDir, `ingest-text-${compressed / MiB}`, compressed * 6.1) },
       { label: 'incompressible', t: await randomTarball(opts.outDir, `ingest-random-${compressed / MiB}`, compressed) },
     ];
-    const bare = await startBareServer();
+    const bare = await startBareServer(profileEnv(opts, 'ingest'));
     // A 1-byte memo remembers no index: every call is first-seen (the known-tarball scenario measures the memo).
     const env = { ...profileEnv(opts, 'ingest'), CMP_OFFLOAD_INDEX_MEMO_BYTES: '1', CMP_OFFLOAD_HTTP_ADDR: 'off' };
     const proxy = await startProxy({ pluginYaml: PLUGIN, socketName: 'ingest.sock', env });
