@@ -10,14 +10,17 @@ export interface BareServer {
   stop(): Promise<void>;
 }
 
-/** Start bench/bare-hash-server in its own process on a temp socket; `env` adds to ours (e.g. a profile preload). */
-export async function startBareServer(env: Record<string, string> = {}): Promise<BareServer> {
+/**
+ * Start bench/bare-hash-server in its own process on a temp socket; `env` adds to ours (e.g. a
+ * profile preload); `extract` makes it stock-like (also gunzips and writes every file).
+ */
+export async function startBareServer(env: Record<string, string> = {}, extract = false): Promise<BareServer> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-bare-'));
   const socketPath = path.join(dir, 'bare.sock');
   const here = fileURLToPath(import.meta.url);
   const fromSource = here.endsWith('.ts');
   const entry = path.join(path.dirname(here), '..', `bare-hash-server.${fromSource ? 'ts' : 'js'}`);
-  const proc = spawn(process.execPath, [...(fromSource ? ['--import', 'tsx'] : []), entry, socketPath], {
+  const proc = spawn(process.execPath, [...(fromSource ? ['--import', 'tsx'] : []), entry, socketPath, ...(extract ? ['--extract'] : [])], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, ...env },
   });
