@@ -17,7 +17,8 @@ if (dir) {
   process.on('exit', () => {
     session.post('Profiler.stop', (err, res) => {
       if (err) return;
-      const role = process.argv[2] ?? 'node';
+      // The role argument (`proxy`, `worker`), or the bare server's socket file name.
+      const role = path.basename(process.argv[2] ?? 'node');
       fs.writeFileSync(path.join(dir, `${role}-${process.pid}.cpuprofile`), JSON.stringify(res.profile));
     });
   });

@@ -1,4 +1,5 @@
 import { canceled, deadlineExceeded, type CmpError } from './errors.js';
+import type { RequestTrace } from './observe/request-trace.js';
 
 /**
  * A request context in the sense of Go's context.Context: an AbortSignal whose reason is the
@@ -8,6 +9,11 @@ export interface Ctx {
   readonly signal: AbortSignal;
   /** Absolute deadline in ms since epoch, or undefined when the caller set none. */
   readonly deadline: number | undefined;
+  /**
+   * The request's trace, carried by the proxy's contexts (see `currentTrace`). The worker and the
+   * runner set none: their trace travels in AsyncLocalStorage.
+   */
+  readonly trace?: RequestTrace;
 }
 
 /** Argo's cmpTimeoutBuffer: the server gives up 100 ms before the caller's deadline. */

@@ -14,6 +14,7 @@ import {
   type RepositoryResponse,
 } from '../proto/generated/cmpserver/plugin/plugin.js';
 import { addHealthService, HEALTH_PROTO_DIR } from './health.js';
+import { decodeAppStreamRequest } from './ingest/decode-request.js';
 import { streamingRpc, type StreamingRpcDeps } from './rpc/streaming-rpc.js';
 
 /** proto/ at the repo root, from proxy/ in the sources or dist/proxy/ once compiled. */
@@ -21,6 +22,16 @@ function protoDir(): string {
   const here = path.dirname(fileURLToPath(import.meta.url));
   return path.resolve(here, here.includes(`${path.sep}dist${path.sep}`) ? '../../proto' : '../proto');
 }
+
+const generated = ConfigManagementPluginServiceService;
+
+/** The CMP service with the streaming RPCs' file chunks decoded without copies (decode-request.ts). */
+const CMP_SERVICE = {
+  ...generated,
+  generateManifest: { ...generated.generateManifest, requestDeserialize: decodeAppStreamRequest },
+  matchRepository: { ...generated.matchRepository, requestDeserialize: decodeAppStreamRequest },
+  getParametersAnnouncement: { ...generated.getParametersAnnouncement, requestDeserialize: decodeAppStreamRequest },
+};
 
 /**
  * Build the gRPC server argocd-cmp-server registers (cmp-contract §3.5): the CMP service,
@@ -33,7 +44,7 @@ export function buildGrpcServer(deps: StreamingRpcDeps): grpc.Server {
     'grpc.max_send_message_length': max,
   });
   const config = deps.engine.config;
-  server.addService(ConfigManagementPluginServiceService, {
+  server.addService(CMP_SERVICE, {
     generateManifest: streamingRpc<ManifestResponse>(deps, 'generate', r => ({
       manifests: (r as Extract<PluginResult, { kind: 'generate' }>).manifests,
       sourceType: '',

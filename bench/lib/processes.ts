@@ -31,6 +31,21 @@ export class RssSampler {
   }
 }
 
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux everywhere). */
+export const TICKS_PER_S = 100;
+
+/**
+ * CPU time (user + system) a process has used so far, in ms; with `children`, also that of its
+ * children it has waited for (a `tar` it ran).
+ */
+export function cpuMs(pid: number, children = false): number {
+  // Fields after the `(comm)`, which may hold spaces: utime, stime, cutime, cstime are the 12th to 15th.
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  const ticks = f[11]! + f[12]! + (children ? f[13]! + f[14]! : 0);
+  return (ticks * 1000) / TICKS_PER_S;
+}
+
 /** Env for the service processes a scenario starts: a CPU profile of each when the run profiles. */
 export function profileEnv(opts: BenchOptions, scenario: string): Record<string, string> {
   if (!opts.profile) return {};

@@ -10,14 +10,20 @@ export interface BareServer {
   stop(): Promise<void>;
 }
 
-/** Start bench/bare-hash-server in its own process on a temp socket. */
-export async function startBareServer(): Promise<BareServer> {
+/**
+ * Start bench/bare-hash-server in its own process on a temp socket; `env` adds to ours (e.g. a
+ * profile preload); `extract` makes it stock-like (also gunzips and writes every file).
+ */
+export async function startBareServer(env: Record<string, string> = {}, extract = false): Promise<BareServer> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-bare-'));
   const socketPath = path.join(dir, 'bare.sock');
   const here = fileURLToPath(import.meta.url);
   const fromSource = here.endsWith('.ts');
   const entry = path.join(path.dirname(here), '..', `bare-hash-server.${fromSource ? 'ts' : 'js'}`);
-  const proc = spawn(process.execPath, [...(fromSource ? ['--import', 'tsx'] : []), entry, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, [...(fromSource ? ['--import', 'tsx'] : []), entry, socketPath, ...(extract ? ['--extract'] : [])], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
+  });
   await new Promise<void>((resolve, reject) => {
     proc.stdout!.once('data', () => resolve());
     proc.once('exit', code => reject(new Error(`bare server exited with ${code}`)));

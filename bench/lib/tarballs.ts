@@ -8,6 +8,7 @@ import { headerBlock } from '../../test/helpers/tar-builder.js';
 import { MiB } from './stats.js';
 import { rng } from '../../test/helpers/rng.js';
 import { TextGen } from './text.js';
+import { monorepoFiles } from '../../test/helpers/monorepo.js';
 
 /** A generated tarball on disk. */
 export interface Tarball {
@@ -143,6 +144,50 @@ export function treeTarball(dir: string, name: string, files: number, avgBytes: 
     for (let f = 0; f < files; f++) {
       if (f % 100 === 0) yield { name: `apps/app-${f / 100}/`, dir: true };
       yield { name: `apps/app-${Math.floor(f / 100)}/file-${f % 100}.yaml`, content: slice(Math.floor(avgBytes * (0.5 + rand()))) };
+    }
+  });
+}
+
+/**
+ * A monorepo as Argo sends it whole for every Application: the apps of test/helpers/monorepo.ts
+ * (`apps/aNN/`, a shared `base/`, docs), vendored YAML-like text (~6:1) in directories of 50
+ * files of 1–48 KiB, and binary assets of 16–512 KiB (images, archives: gzip cannot shrink them)
+ * making about `binaryShare` of the gzip bytes; about `compressedBytes` in all.
+ */
+export function monorepoTarball(dir: string, name: string, compressedBytes: number, apps: number, binaryShare = 0.35): Promise<Tarball> {
+  const binaryBytes = compressedBytes * binaryShare;
+  // Text gzips about 6:1 (see TextGen).
+  const textBytes = (compressedBytes - binaryBytes) * 6;
+  return writeTgz(dir, name, `monorepo:${compressedBytes}:${apps}:${binaryShare}`, function* () {
+    const rand = rng(apps);
+    const slice = corpusSlicer(rand);
+    const dirs = new Set<string>();
+    /** The file, after those of its directories not written yet, as `tar -c` lists them. */
+    const file = (name: string, content: Buffer): Entry[] => {
+      const out: Entry[] = [];
+      for (let end = name.indexOf('/'); end > 0; end = name.indexOf('/', end + 1)) {
+        const parent = name.slice(0, end + 1);
+        if (dirs.has(parent)) continue;
+        dirs.add(parent);
+        out.push({ name: parent, dir: true });
+      }
+      out.push({ name, content });
+      return out;
+    };
+    for (const [name, text] of Object.entries(monorepoFiles(apps))) yield* file(name, Buffer.from(text));
+    let text = 0;
+    let binary = 0;
+    for (let i = 0; text < textBytes || binary < binaryBytes; i++) {
+      // Interleaved, as a repository's directories mix both.
+      if (binary < (binaryBytes * text) / textBytes || text >= textBytes) {
+        const size = (16 + Math.floor(rand() * 496)) * 1024;
+        binary += size;
+        yield* file(`assets/group-${Math.floor(i / 200)}/asset-${i}.bin`, randomFillSync(Buffer.allocUnsafe(size)));
+      } else {
+        const content = slice(1024 + Math.floor(rand() * 47 * 1024));
+        text += content.length;
+        yield* file(`vendor/module-${Math.floor(i / 50)}/file-${i % 50}.yaml`, content);
+      }
     }
   });
 }

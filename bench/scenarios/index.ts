@@ -9,8 +9,9 @@ import { monorepoStorm } from './monorepo-storm.js';
 import { queueOverhead } from './queue-overhead.js';
 import { scaleOut } from './scale-out.js';
 import { split } from './split.js';
+import { stormLarge } from './storm-large.js';
 import { stormWholeRepo } from './storm-whole-repo.js';
 import { traceOverhead } from './trace-overhead.js';
 
 /** Every scenario, in the order they run. Add a scenario by adding its module here. */
-export const SCENARIOS: Scenario[] = [ingest, knownTarball, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm, stormWholeRepo, traceOverhead];
+export const SCENARIOS: Scenario[] = [ingest, knownTarball, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm, stormWholeRepo, stormLarge, traceOverhead];

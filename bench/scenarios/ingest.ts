@@ -1,4 +1,4 @@
-import { callClientStream } from '../../cmp/client/client-stream.js';
+import { callClientStream, type StreamingRpc } from '../../cmp/client/client-stream.js';
 import { connectPlugin } from '../../cmp/client/connect.js';
 import { startProxy } from '../../test/helpers/proxy-process.js';
 import { profileEnv } from '../lib/processes.js';
@@ -12,14 +12,17 @@ import { row, type Row, type Scenario } from '../lib/types.js';
 /** MatchRepository with a fileName rule is answered from the tree index: ingest and nothing else. */
 export const PLUGIN = pluginYaml('ingest', 'discover:\n  fileName: "no-such-file.txt"\ngenerate:\n  command: [sh, -c, "true"]');
 
-/** One MatchRepository call streaming the tarball in 1 KiB chunks; ms until the answer. */
-export async function send(socketPath: string, t: Tarball): Promise<number> {
+/**
+ * One call (MatchRepository unless told) streaming the tarball in 1 KiB chunks on a connection of
+ * its own, as the repo-server dials per request; ms until the answer.
+ */
+export async function send(socketPath: string, t: Tarball, rpc: StreamingRpc = 'matchRepository', meta: { appRelPath?: string } = {}): Promise<number> {
   const client = connectPlugin(socketPath);
   try {
     const start = process.hrtime.bigint();
-    const res = await callClientStream(client, 'matchRepository', tarballMessages(t, 1024));
+    const res = await callClientStream(client, rpc, tarballMessages(t, 1024, meta));
     const ms = msSince(start);
-    if (!('value' in res)) throw new Error(`ingest failed: ${JSON.stringify(res)}`);
+    if (!('value' in res)) throw new Error(`${rpc} failed: ${JSON.stringify(res)}`);
     return ms;
   } finally {
     client.close();
@@ -35,7 +38,7 @@ export const ingest: Scenario = {
       { label: 'realistic text', t: await textTarball(opts.outDir, `ingest-text-${compressed / MiB}`, compressed * 6.1) },
       { label: 'incompressible', t: await randomTarball(opts.outDir, `ingest-random-${compressed / MiB}`, compressed) },
     ];
-    const bare = await startBareServer();
+    const bare = await startBareServer(profileEnv(opts, 'ingest'));
     // A 1-byte memo remembers no index: every call is first-seen (the known-tarball scenario measures the memo).
     const env = { ...profileEnv(opts, 'ingest'), CMP_OFFLOAD_INDEX_MEMO_BYTES: '1', CMP_OFFLOAD_HTTP_ADDR: 'off' };
     const proxy = await startProxy({ pluginYaml: PLUGIN, socketName: 'ingest.sock', env });

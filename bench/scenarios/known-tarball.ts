@@ -1,21 +1,9 @@
-import fs from 'node:fs';
 import { startProxy } from '../../test/helpers/proxy-process.js';
-import { profileEnv } from '../lib/processes.js';
+import { cpuMs, profileEnv, TICKS_PER_S } from '../lib/processes.js';
 import { fmt, median, MiB } from '../lib/stats.js';
 import { textTarball } from '../lib/tarballs.js';
 import { row, type Scenario } from '../lib/types.js';
 import { PLUGIN, send } from './ingest.js';
-
-/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux everywhere). */
-const TICKS_PER_S = 100;
-
-/** CPU time (user + system) a process has used so far, in ms. */
-function cpuMs(pid: number): number {
-  // Fields after the `(comm)`, which may hold spaces: utime and stime are the 12th and 13th.
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_S;
-}
 
 /**
  * Proxy CPU per request for a tarball seen for the first time (hash, gunzip, tar parse, hash

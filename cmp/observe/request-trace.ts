@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Ctx } from '../context.js';
 import type { CacheResult, KillReason, Stage } from './metrics.js';
 import { nowMs, type SpanContext } from './tracing.js';
 
@@ -32,9 +33,12 @@ export interface StageSpan {
 
 /**
  * What one request (proxy) or job (worker) did, collected while it runs and logged as one line
- * at its end. It travels in AsyncLocalStorage, so the code that does the work only calls
- * `timeStage`/`noteCache` and needs no extra parameter. Nothing from the request env goes in
- * here except the Application name: env values may be secrets.
+ * at its end. In the worker and the runner it travels in AsyncLocalStorage, so the code that does
+ * the work only calls `timeStage`/`noteCache`. The proxy passes it in the request's context
+ * instead: once any AsyncLocalStorage is entered, Node 20 runs async-hook bookkeeping for every
+ * promise and tick of the process, and grpc-js makes some for every 1 KiB message received
+ * (about 13 % of the proxy's CPU for a known tarball, measured). Nothing from the request env
+ * goes in here except the Application name: env values may be secrets.
  */
 export class RequestTrace {
   readonly started = Date.now();
@@ -65,20 +69,23 @@ export class RequestTrace {
 
 const storage = new AsyncLocalStorage<RequestTrace>();
 
-/** Run `fn` with `trace` as the current request's trace. */
+/** Run `fn` with `trace` as the current request's trace (worker and runner; the proxy passes it in its Ctx). */
 export function withTrace<T>(trace: RequestTrace, fn: () => T): T {
   return storage.run(trace, fn);
 }
 
-/** The trace of the request this code runs for, if any. */
-export function currentTrace(): RequestTrace | undefined {
-  return storage.getStore();
+/** Where a trace may come from besides AsyncLocalStorage: a request context of the proxy. */
+type TraceSource = Pick<Ctx, 'trace'>;
+
+/** The trace of the request this code runs for, if any: the one `ctx` carries, else the async context's. */
+export function currentTrace(ctx?: TraceSource): RequestTrace | undefined {
+  return ctx?.trace ?? storage.getStore();
 }
 
 /** Time `fn` as `stage` of the current request (the histogram is fed even without a trace). */
-export async function timeStage<T>(stage: Stage, fn: () => Promise<T> | T, attributes?: Record<string, string>): Promise<T> {
+export async function timeStage<T>(stage: Stage, fn: () => Promise<T> | T, attributes?: Record<string, string>, ctx?: TraceSource): Promise<T> {
   return measured(fn, (ms, failed) => {
-    const trace = currentTrace();
+    const trace = currentTrace(ctx);
     if (!trace) return counted?.stage(stage, ms);
     trace.addStage(stage, ms);
     if (trace.stageSpans) {
@@ -112,8 +119,8 @@ async function measured<T>(fn: () => Promise<T> | T, end: (ms: number, failed: b
 }
 
 /** Record how the current request met the output cache (first result wins: a hit after a coalesce stays coalesced). */
-export function noteCache(result: CacheResult): void {
-  const trace = currentTrace();
+export function noteCache(result: CacheResult, ctx?: TraceSource): void {
+  const trace = currentTrace(ctx);
   if (trace) {
     if (trace.cache !== undefined) return;
     trace.cache = result;

@@ -47,12 +47,16 @@ export async function executeRequest(engine: Engine, req: PluginRequest, tgzPath
   }
   try {
     try {
-      await timeStage('extract', () =>
-        extractTgz(tgzPath, dir, {
-          preserveFileMode: engine.config.spec.preserveFileMode,
-          maxExtractedBytes: engine.options.limits.extractedBytes,
-          maxEntries: engine.options.limits.entries,
-        }),
+      await timeStage(
+        'extract',
+        () =>
+          extractTgz(tgzPath, dir, {
+            preserveFileMode: engine.config.spec.preserveFileMode,
+            maxExtractedBytes: engine.options.limits.extractedBytes,
+            maxEntries: engine.options.limits.entries,
+          }),
+        undefined,
+        ctx,
       );
     } catch (err) {
       throw wrap(`${text.receive}: error decompressing tgz file`, err);
@@ -88,6 +92,7 @@ function run(engine: Engine, argv: string[], cwd: string, req: PluginRequest, ct
       }),
     // Tracing: the command's name and its step, never its arguments or env (secrets).
     { 'cmp.command': commandName(argv[0]), ...(step ? { 'cmp.step': step } : {}) },
+    ctx,
   );
 }
 
@@ -141,7 +146,7 @@ async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ct
     if (sink) sink.reads = reads;
   }
   try {
-    return { kind: 'generate', manifests: await timeStage('split', () => splitManifests(out)) };
+    return { kind: 'generate', manifests: await timeStage('split', () => splitManifests(out), undefined, ctx) };
   } catch (err) {
     throw wrap(RPC_TEXT.generate.command, err);
   }

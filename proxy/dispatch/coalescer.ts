@@ -20,7 +20,8 @@ export class Coalescer<T> {
     if (shared) this.coalesced++;
     else {
       const controller = new AbortController();
-      const promise = start({ signal: controller.signal, deadline: undefined });
+      // The run's stages belong to the request that started it.
+      const promise = start({ signal: controller.signal, deadline: undefined, trace: ctx.trace });
       shared = { waiters: 0, controller, promise };
       this.inflight.set(key, shared);
       const created = shared;

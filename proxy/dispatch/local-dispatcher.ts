@@ -41,13 +41,13 @@ export class LocalDispatcher implements Dispatcher {
 
   async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
     if (key === undefined) {
-      noteCache('bypass');
+      noteCache('bypass', ctx);
       return this.execute(req, repo.tgzPath, ctx);
     }
-    const hit = await timeStage('lookup', () => this.lookup(key, traced));
+    const hit = await timeStage('lookup', () => this.lookup(key, traced), undefined, ctx);
     if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
     if (hit) {
-      noteCache('hit');
+      noteCache('hit', ctx);
       return hit;
     }
     const joinedBefore = this.coalescer.coalesced;
@@ -72,7 +72,7 @@ export class LocalDispatcher implements Dispatcher {
         await fs.rm(own, { force: true });
       }
     });
-    noteCache(this.coalescer.coalesced > joinedBefore ? 'coalesced' : 'miss');
+    noteCache(this.coalescer.coalesced > joinedBefore ? 'coalesced' : 'miss', ctx);
     return run;
   }
 
@@ -108,7 +108,7 @@ export class LocalDispatcher implements Dispatcher {
   private async execute(req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
     let release: () => void;
     try {
-      release = await timeStage('queue_wait', () => this.slots.acquire(ctx.signal));
+      release = await timeStage('queue_wait', () => this.slots.acquire(ctx.signal), undefined, ctx);
     } catch (err) {
       throw wrap(RPC_TEXT[req.kind].command, err);
     }

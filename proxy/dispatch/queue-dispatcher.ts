@@ -161,15 +161,18 @@ export class QueueDispatcher implements Dispatcher {
     if (ctx.signal.aborted) throw wrap(RPC_TEXT[req.kind].command, ctx.signal.reason);
     const app = appNameOf(req.env);
     if (key !== undefined) {
-      const hit = await timeStage('lookup', () =>
-        this.guard(req.kind, ctx, traced ? this.lookupTraced(key, app, traced) : this.lookup(key, app)),
+      const hit = await timeStage(
+        'lookup',
+        () => this.guard(req.kind, ctx, traced ? this.lookupTraced(key, app, traced) : this.lookup(key, app)),
+        undefined,
+        ctx,
       );
       if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
       if (hit) {
-        noteCache('hit');
+        noteCache('hit', ctx);
         return hit;
       }
-    } else noteCache('bypass');
+    } else noteCache('bypass', ctx);
     if (this.inflight >= this.ro.maxInflight) {
       throw ourError('tooManyInflight', this.ro.maxInflight);
     }
@@ -284,7 +287,7 @@ export class QueueDispatcher implements Dispatcher {
     const { kind } = req;
     // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
     if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
-    await timeStage('upload', () => this.guard(kind, ctx, this.upload(repo)));
+    await timeStage('upload', () => this.guard(kind, ctx, this.upload(repo)), undefined, ctx);
     const queue = await this.guard(kind, ctx, this.getQueue());
     const depth = await this.guard(kind, ctx, queue.count());
     if (depth >= this.ro.maxQueueDepth) {
@@ -297,7 +300,7 @@ export class QueueDispatcher implements Dispatcher {
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
     // Counted before the add: a worker never starts a job nobody is known to wait for.
     const waiters = await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, waitMs));
-    if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss');
+    if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
     let joined = true;
     const leave = async (): Promise<number> => {
       if (!joined) return 0;
@@ -323,14 +326,14 @@ export class QueueDispatcher implements Dispatcher {
         deadline: ctx.deadline ?? null,
         enqueuedAt,
         expiresAt: ctx.deadline ?? enqueuedAt + NO_DEADLINE_WAIT_MS,
-        ...traceparentOfRequest(),
+        ...traceparentOfRequest(ctx),
       });
       // With deduplication (cached requests) `add` may return the identical job of another caller.
       const job = await this.guard(kind, ctx, queue.add(kind, data, { ...this.jobOptions(key), jobId: resultId }));
       const jobId = job.id!;
       const answer: Answer = key !== undefined ? { jobId, binding: key, key } : { jobId, binding: resultId, resultId, digest: requestDigest(request) };
       const waiting = this.waiter.wait(jobId);
-      const end = await timeStage('remote', () => raceAbort(waiting.done, ctx.signal));
+      const end = await timeStage('remote', () => raceAbort(waiting.done, ctx.signal), undefined, ctx);
       if (end === 'aborted') {
         waiting.stop();
         return await this.abandon(queue, answer, kind, ctx, leave);
@@ -530,7 +533,7 @@ function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T | 'aborted'
 }
 
 /** The traced request's span as the job's parent (tracing on and the request sampled), else nothing. */
-function traceparentOfRequest(): { traceparent?: string } {
-  const span = currentTrace()?.span;
+function traceparentOfRequest(ctx: Ctx): { traceparent?: string } {
+  const span = currentTrace(ctx)?.span;
   return span ? { traceparent: formatTraceparent(span) } : {};
 }

@@ -155,7 +155,7 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
         return;
       }
       if (!msg.file) return fail(new CmpError('error receiving tgz file: stream request file is nil'));
-      const chunk = Buffer.from(msg.file.chunk.buffer, msg.file.chunk.byteOffset, msg.file.chunk.byteLength);
+      const { chunk } = msg.file;
       received += chunk.length;
       if (received > opts.maxTarballBytes) {
         return fail(wrap('error receiving tgz file', ourError('tarballTooLarge', opts.maxTarballBytes)), true);

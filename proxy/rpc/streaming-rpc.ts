@@ -6,7 +6,7 @@ import { contextWithDeadline } from '../../cmp/context.js';
 import { codeOf, wrap } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
 import { metrics } from '../../cmp/observe/metrics.js';
-import { currentTrace, RequestTrace, timeStage, withTrace } from '../../cmp/observe/request-trace.js';
+import { RequestTrace, timeStage } from '../../cmp/observe/request-trace.js';
 import { endRequestSpan, traceRequest } from '../../cmp/observe/request-spans.js';
 import { nowMs, parseTraceparent, tracingEnabled } from '../../cmp/observe/tracing.js';
 import { appNameOf } from '../../cmp/queue/keys.js';
@@ -40,18 +40,19 @@ export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toRespo
     // Tracing: continue the repo-server's W3C trace context (gRPC metadata `traceparent`).
     if (tracingEnabled()) traceRequest(trace, parseTraceparent(call.metadata.get('traceparent')[0]));
     metrics.inflightRequests.inc();
-    const done = withTrace(trace, () =>
-      handle(deps, kind, call).then(
-        result => timeStage('respond', () => callback(null, toResponse(result))).then(() => Status.OK),
+    // The trace travels in the request's context, not in AsyncLocalStorage (see RequestTrace).
+    const done = handle(deps, kind, call, trace)
+      .then(
+        result => timeStage('respond', () => callback(null, toResponse(result)), undefined, { trace }).then(() => Status.OK),
         (err: unknown) => {
           callback(toStatus(err));
           return codeOf(err);
         },
-      ),
-    ).then(code => {
-      finish(deps, kind, trace, code);
-      if (trace.span) endRequestSpan(trace, `${SERVICE}/${RPC_METHOD[kind]}`, 2, spanAttributes(deps, kind, trace, code), code !== Status.OK, startMs);
-    });
+      )
+      .then(code => {
+        finish(deps, kind, trace, code);
+        if (trace.span) endRequestSpan(trace, `${SERVICE}/${RPC_METHOD[kind]}`, 2, spanAttributes(deps, kind, trace, code), code !== Status.OK, startMs);
+      });
     deps.inflight.add(done);
     void done.finally(() => {
       metrics.inflightRequests.dec();
@@ -89,9 +90,9 @@ function finish(deps: StreamingRpcDeps, kind: RpcKind, trace: RequestTrace, code
   );
 }
 
-async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadableStream<AppStreamRequest, unknown>) {
+async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadableStream<AppStreamRequest, unknown>, trace: RequestTrace) {
   const deadline = call.getDeadline();
-  const ctx = contextWithDeadline(deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined);
+  const ctx = { ...contextWithDeadline(deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined), trace };
   call.once('cancelled', () => ctx.cancel());
   const text = RPC_TEXT[kind];
   const { options } = deps.engine;
@@ -104,25 +105,26 @@ async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadabl
       throw wrap(`${text.workdir}: error creating temp dir`, err);
     }
     try {
-      repo = await timeStage('ingest', () =>
-        receiveRepoStream(call, {
-          ctx,
-          tgzPath: path.join(dir, String(randomInt(1, 2 ** 31))),
-          memo: deps.memo,
-          spools: deps.spools,
-          maxTarballBytes: options.limits.tarballBytes,
-          maxExtractedBytes: options.limits.extractedBytes,
-          maxEntries: options.limits.entries,
-        }),
+      repo = await timeStage(
+        'ingest',
+        () =>
+          receiveRepoStream(call, {
+            ctx,
+            tgzPath: path.join(dir, String(randomInt(1, 2 ** 31))),
+            memo: deps.memo,
+            spools: deps.spools,
+            maxTarballBytes: options.limits.tarballBytes,
+            maxExtractedBytes: options.limits.extractedBytes,
+            maxEntries: options.limits.entries,
+          }),
+        undefined,
+        ctx,
       );
     } catch (err) {
       throw wrap(text.receive, err);
     }
-    const trace = currentTrace();
-    if (trace) {
-      trace.app = appNameOf(repo.metadata.env);
-      trace.bytes = repo.size;
-    }
+    trace.app = appNameOf(repo.metadata.env);
+    trace.bytes = repo.size;
     metrics.ingestedBytes.inc(repo.size);
     return await answerRequest(deps, kind, repo, dir, ctx);
   } finally {
