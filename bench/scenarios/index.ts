@@ -12,6 +12,7 @@ import { split } from './split.js';
 import { stormLarge } from './storm-large.js';
 import { stormWholeRepo } from './storm-whole-repo.js';
 import { traceOverhead } from './trace-overhead.js';
+import { traceOverheadReal } from './trace-overhead-real.js';
 
 /** Every scenario, in the order they run. Add a scenario by adding its module here. */
-export const SCENARIOS: Scenario[] = [ingest, knownTarball, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm, stormWholeRepo, stormLarge, traceOverhead];
+export const SCENARIOS: Scenario[] = [ingest, knownTarball, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm, stormWholeRepo, stormLarge, traceOverhead, traceOverheadReal];
