@@ -32,8 +32,10 @@ const POLITE = 'echo $$ > $MARKER.pid; (sleep ${LATE:-3}; echo late > $MARKER.la
 // The pid marker (the group leader's pid: $$ in a subshell is the parent's) is written only once
 // the grandchild's trap is set, so a test that signals as soon as it sees the marker cannot catch
 // the grandchild before its trap (seen under load); written whole (mv) so it is never read empty.
+// The grandchild does not hold the command's output: the answer follows the main process's death,
+// not the trap's two spawns (which, at load 13, took longer than the 100 ms buffer).
 const TERMED =
-  '(trap \\"date +%s%3N > $MARKER.t; mv $MARKER.t $MARKER.term; exit 0\\" TERM; echo $$ > $MARKER.p; mv $MARKER.p $MARKER.pid; sleep ${LATE:-3} & wait; echo late > $MARKER.late) & sleep 30';
+  '(trap \\"date +%s%3N > $MARKER.t; mv $MARKER.t $MARKER.term; exit 0\\" TERM; echo $$ > $MARKER.p; mv $MARKER.p $MARKER.pid; sleep ${LATE:-3} & wait; echo late > $MARKER.late) >/dev/null 2>&1 & sleep 30';
 // A child that ignores SIGTERM holds the command's output open until SIGKILL.
 const HOLD = '(trap \\"\\" TERM; echo $$ > $MARKER.p; mv $MARKER.p $MARKER.pid; sleep 30) & sleep 30';
 
