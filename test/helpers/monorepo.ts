@@ -27,9 +27,9 @@ export function monorepoFiles(apps: number, opts: { layered?: boolean } = {}): R
 }
 
 /**
- * A base that includes another one, as kustomize bases do (`bases/team/`, read by apps 2, 7,
- * 12..., includes `base/`), and two chart-like trees (`charts/web/`, `charts/worker/`: a
- * Chart.yaml, values and nested templates) that apps 3, 10, 17... use through `chart.ref`.
+ * A base that includes another one, as kustomize bases do (`bases/team/`, read by apps 2, 12,
+ * 22..., includes `base/`), and two chart-like trees (`charts/web/`, `charts/worker/`: a
+ * Chart.yaml, values and nested templates) that apps 3, 15, 27... use through `chart.ref`.
  */
 function layeredFiles(apps: number): Record<string, string> {
   const files: Record<string, string> = {
@@ -46,8 +46,8 @@ function layeredFiles(apps: number): Record<string, string> {
   files['charts/web/templates/monitoring/rule.yaml'] = 'kind: PrometheusRule\n';
   for (let i = 1; i <= apps; i++) {
     const app = appName(i);
-    if (i % 5 === 2) files[`apps/${app}/base.ref`] = '../../bases/team\n';
-    if (i % 7 === 3) files[`apps/${app}/chart.ref`] = `../../charts/${i % 2 ? 'web' : 'worker'}\n`;
+    if (i % 10 === 2) files[`apps/${app}/base.ref`] = '../../bases/team\n';
+    if (i % 12 === 3) files[`apps/${app}/chart.ref`] = `../../charts/${i % 24 === 3 ? 'web' : 'worker'}\n`;
   }
   return files;
 }
@@ -83,7 +83,7 @@ export const KUSTOMIZE_LIKE = `generate:
 /**
  * {@link KUSTOMIZE_LIKE}, also following a base's own `base.ref` (one level: relative to that
  * base) and rendering a chart-like tree named by `chart.ref`: its Chart.yaml and values.yaml if
- * present, and every file under its templates/, found with `find`.
+ * present, and every file under its templates/, found with `find` (one awk prints them all).
  */
 export const LAYERED_PLUGIN = KUSTOMIZE_LIKE.replace(
   '      fi\n      true',
@@ -94,8 +94,8 @@ export const LAYERED_PLUGIN = KUSTOMIZE_LIKE.replace(
       fi
       if [ -f chart.ref ]; then
         c=$(cat chart.ref)
-        for f in Chart.yaml values.yaml; do [ -f "$c/$f" ] && { printf -- '---\\nchart: %s\\n' "$f"; cat "$c/$f"; }; done
-        [ -d "$c/templates" ] && find "$c/templates" -type f | sort | while read -r f; do printf -- '---\\ntemplate: %s\\n' "\${f#"$c"/}"; cat "$f"; done
+        { for f in "$c/Chart.yaml" "$c/values.yaml"; do [ -f "$f" ] && echo "$f"; done; [ -d "$c/templates" ] && find "$c/templates" -type f | sort; } |
+          xargs -r awk -v c="$c" 'FNR == 1 { print "---"; print "chart: " substr(FILENAME, length(c) + 2) } 1'
       fi
       true`,
 );
