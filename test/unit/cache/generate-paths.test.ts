@@ -5,58 +5,10 @@ import { deriveFromShape, generatePathsValue, tarballRoot } from '../../../cmp/c
 import { shapeOf, stateDigest } from '../../../cmp/cache/read-set.js';
 import { goMatch } from '../../../cmp/discover/filepath-glob.js';
 import type { TreeEntry, TreeIndex } from '../../../cmp/tar/tree-index.js';
+import { argoRefreshes, filesHaveChanged, refreshPaths } from '../../helpers/argo-refresh.js';
 import { rng } from '../../helpers/rng.js';
 
-// Argo CD's rule (util/app/path: GetAppRefreshPaths, AppFilesHaveChanged; util/security:
-// EnforceToCurrentRoot), written again here so that the derivation is checked against the rule
-// and not against itself.
-
-function goClean(p: string): string {
-  const n = path.posix.normalize(p === '' ? '.' : p);
-  return n.length > 1 && n.endsWith('/') ? n.slice(0, -1) : n;
-}
-
-/** GetAppRefreshPaths: absolute entries as they are, relative ones joined to each source path. */
-function refreshPaths(annotation: string | undefined, sourcePaths: string[]): string[] {
-  const paths: string[] = [];
-  if (annotation === undefined || annotation === '') return paths;
-  for (const item of annotation.split(';')) {
-    if (item === '') continue;
-    if (item.startsWith('/')) paths.push(item);
-    else for (const s of sourcePaths) paths.push(goClean([s, item].filter(x => x !== '').join('/')));
-  }
-  return paths;
-}
-
-const ensureAbs = (p: string) => (p.startsWith('/') ? p : `/${p}`);
-
-/** EnforceToCurrentRoot: the changed file's directory is the entry or under it. */
-function underRoot(root: string, requested: string): boolean {
-  const r = goClean(root);
-  const dir = goClean(path.posix.dirname(requested));
-  if (r === '/' || r === dir) return true;
-  return `${dir}/`.startsWith(`${r}/`);
-}
-
-/** AppFilesHaveChanged: whether Argo CD regenerates. */
-function filesHaveChanged(paths: string[], changed: string[]): boolean {
-  if (changed.length === 0 || paths.length === 0) return true;
-  for (const raw of changed) {
-    const f = ensureAbs(raw);
-    for (const raw2 of paths) {
-      const item = ensureAbs(raw2);
-      if (f === item || underRoot(item, f)) return true;
-      try {
-        if (goMatch(item, f)) return true;
-      } catch {
-        // a bad pattern matches nothing
-      }
-    }
-  }
-  return false;
-}
-
-const refreshes = (annotation: string | undefined, changed: string[], source = 'apps/web') => filesHaveChanged(refreshPaths(annotation, [source]), changed);
+const refreshes = (annotation: string | undefined, changed: string[], source = 'apps/web') => argoRefreshes(annotation, source, changed);
 
 test('rule: no annotation, an empty one or an empty change list means refresh', () => {
   assert.equal(refreshes(undefined, ['docs/readme.md']), true);
