@@ -30,6 +30,8 @@ export interface CmpServer {
   workRoots: string[];
   /** Distributed mode: the Redis every process shares. */
   redisUrl?: string;
+  /** The proxy's pid (to starve it with SIGSTOP). */
+  proxyPid: number;
   /** What every process (proxy, workers, their runners) wrote to stderr so far. */
   stderr(): string;
   /** Stop everything; resolves with the proxy's exit code. */
@@ -52,7 +54,7 @@ export interface ServerOptions {
 export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServer> {
   if (mode === 'standalone') {
     const proxy = await startProxy({ ...opts, env: { ...opts.env, ...opts.proxyEnv } });
-    return { mode, socketPath: proxy.socketPath, workRoots: [proxy.workRoot], stderr: proxy.stderr, stop: () => proxy.stop() };
+    return { mode, socketPath: proxy.socketPath, workRoots: [proxy.workRoot], proxyPid: proxy.proc.pid!, stderr: proxy.stderr, stop: () => proxy.stop() };
   }
   const d = await startDistributed({ ...opts, workers: opts.workers ?? 2 });
   return {
@@ -60,6 +62,7 @@ export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServ
     socketPath: d.proxy.socketPath,
     workRoots: [d.proxy.workRoot, ...d.workers.map(w => path.join(w.base, 'work', '_cmp_server'))],
     redisUrl: d.env.CMP_OFFLOAD_REDIS_URL,
+    proxyPid: d.proxy.proc.pid!,
     stderr: () => [d.proxy.stderr(), ...d.workers.flatMap(w => [w.stderr(), w.runner?.stderr() ?? ''])].join('\n'),
     async stop() {
       const code = await d.proxy.stop();
