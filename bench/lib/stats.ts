@@ -26,6 +26,8 @@ export const fmt = {
   ms: (v: number) => (v >= 100 ? `${v.toFixed(0)} ms` : `${v.toFixed(2)} ms`),
   s: (v: number) => `${(v / 1000).toFixed(2)} s`,
   mib: (bytes: number) => `${(bytes / MiB).toFixed(1)} MiB`,
+  /** KiB below 1 MiB, else MiB. */
+  bytes: (bytes: number) => (bytes < MiB ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / MiB).toFixed(1)} MiB`),
   rate: (bytes: number, ms: number) => `${(bytes / MiB / (ms / 1000)).toFixed(1)} MiB/s`,
   x: (v: number) => `${v.toFixed(2)}×`,
 };

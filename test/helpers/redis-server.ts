@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { stopChild } from './stop-child.js';
 
 export interface RedisServer {
   port: number;
@@ -69,14 +70,7 @@ export async function startRedis(extraArgs: string[] = []): Promise<RedisServer>
   const halt = async () => {
     const child = proc;
     proc = undefined;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise(resolve => child.once('exit', resolve));
-    child.kill('SIGTERM');
-    // A stopped server (signal('SIGSTOP')) handles the SIGTERM once it runs again.
-    child.kill('SIGCONT');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-    await exited;
-    clearTimeout(timer);
+    if (child) await stopChild(child);
   };
 
   await launch();

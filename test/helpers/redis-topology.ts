@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from './redis-server.js';
+import { stopChild } from './stop-child.js';
 
 const run = promisify(execFile);
 
@@ -80,16 +81,7 @@ class Processes {
   }
 
   async stop(): Promise<void> {
-    await Promise.all(
-      this.procs.map(async child => {
-        if (child.exitCode !== null || child.signalCode !== null) return;
-        const exited = new Promise(resolve => child.once('exit', resolve));
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-        await exited;
-        clearTimeout(timer);
-      }),
-    );
+    await Promise.all(this.procs.map(child => stopChild(child)));
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BIN } from './paths.js';
+import { stopChild } from './stop-child.js';
 
 /**
  * The uid the test runners run as. In Kubernetes the runner is another container of the pod:
@@ -138,7 +139,7 @@ export async function startRunner(dirs: RunnerDirs, env: Record<string, string |
   return {
     ...s,
     dirs,
-    stop: (timeoutMs = 15_000) => stopProcess(s.proc, s.exited, timeoutMs),
+    stop: (timeoutMs = 15_000) => stopChild(s.proc, timeoutMs),
     // A container that dies takes every process of its PID namespace with it: the plugin's too.
     async kill() {
       const groups = descendantGroups(s.proc.pid!);
@@ -181,14 +182,6 @@ function descendantGroups(pid: number): Set<number> {
     }
   }
   return groups;
-}
-
-export async function stopProcess(proc: ChildProcess, exited: Promise<number | null>, timeoutMs: number): Promise<number | null> {
-  if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
-  const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
-  const code = await exited;
-  clearTimeout(timer);
-  return code;
 }
 
 export async function killProcess(proc: ChildProcess, exited: Promise<number | null>): Promise<void> {

@@ -2,7 +2,8 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { killProcess, runnerDirs, spawnService, startRunner, stopProcess, type RunnerDirs, type RunnerProcess } from './runner-process.js';
+import { killProcess, runnerDirs, spawnService, startRunner, type RunnerDirs, type RunnerProcess } from './runner-process.js';
+import { stopChild } from './stop-child.js';
 
 export interface WorkerProcess {
   proc: ChildProcess;
@@ -92,7 +93,7 @@ export async function startWorker(opts: WorkerStartOptions): Promise<WorkerProce
     stderr: worker.stderr,
     exited,
     async stop(timeoutMs = 15_000) {
-      const [code] = await Promise.all([stopProcess(proc, exited, timeoutMs), handle.runner?.stop(timeoutMs)]);
+      const [code] = await Promise.all([stopChild(proc, timeoutMs), handle.runner?.stop(timeoutMs)]);
       cleanup();
       return code;
     },

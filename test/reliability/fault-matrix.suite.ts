@@ -35,6 +35,7 @@ import { openCmpClient, type RpcOutcome } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
 import { scrape } from '../helpers/metrics.js';
 import { freePort } from '../helpers/redis-server.js';
+import { stopChild } from '../helpers/stop-child.js';
 import { redisCli, startRedisCluster, startRedisSentinel, type RedisTopology, type SentinelTopology } from '../helpers/redis-topology.js';
 import type { ManifestResponse } from '../../proto/generated/cmpserver/plugin/plugin.js';
 import { checkInvariants } from './lib/invariants.js';
@@ -151,15 +152,7 @@ class Respawned {
     child.stderr!.resume();
   }
   async stop(): Promise<void> {
-    await Promise.all(this.procs.map(async child => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise(r => child.once('exit', r));
-      child.kill('SIGCONT');
-      child.kill('SIGTERM');
-      const t = setTimeout(() => child.kill('SIGKILL'), 5_000);
-      await exited;
-      clearTimeout(t);
-    }));
+    await Promise.all(this.procs.map(child => stopChild(child)));
   }
 }
 
