@@ -127,10 +127,13 @@ test('a traced run that sets the value: the Application is patched within a seco
   assert.deepEqual([line.old, line.new], [null, '/apps/a05;/base']);
   assert.match(String(line.reason), /derived/);
 
-  // A cache hit that derives the stored value writes no record and sends no notice: no new call.
+  // A cache hit that derives the stored value rewrites no record and sends no notice: no new call.
+  const store = new RedisAppPaths(redis, Buffer.from(TEST_SIGNING_KEY), new KeySpace(PREFIX));
+  const before = (await store.get('a05')).map(r => r.at);
   await generate(tgz, 'a05', 2);
   await sleep(500);
   assert.equal(requestsFor(main, 'a05').length, 2);
+  assert.deepEqual((await store.get('a05')).map(r => r.at), before, 'the record was rewritten');
 });
 
 test('a dropped path is kept through the grace period, then removed', async () => {
