@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { viewOf, type AppPaths, type AppPathsRecord, type AppPathsStore } from '../cache/app-paths.js';
 import type { KeeperOptions } from '../config/options.js';
 import { messageOf } from '../errors.js';
@@ -196,7 +197,9 @@ export class Keeper {
   }
 }
 
-/** What a settled app's outcome depends on: its view's value or reason, plugin and source. */
+/** What a settled app's outcome depends on (its view's value or reason, plugin and source), hashed: values run to 2 KiB. */
 function settledKey(v: AppPaths): string {
-  return JSON.stringify([v.value ?? null, v.value === undefined ? v.reason : null, v.plugin, v.repoUrl, v.sourcePath]);
+  return createHash('sha256')
+    .update(JSON.stringify([v.value ?? null, v.value === undefined ? v.reason : null, v.plugin, v.repoUrl, v.sourcePath]))
+    .digest('base64');
 }
