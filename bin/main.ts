@@ -6,6 +6,7 @@ commands:
   runner    run a worker's plugin commands, without credentials, on CMP_OFFLOAD_RUNNER_SOCKET
   cache     stats | purge [--app NAME | --plugin NAME | --all]: the shared output cache in Redis
   paths     --app NAME | --all [--json] [--proxy URL]: manifest-generate-paths derived from traced reads
+  keeper    [--dry-run]: keep Applications' manifest-generate-paths equal to the derived value (distributed mode)
   generate  pack a directory like the repo-server and call GenerateManifest
   match     ... MatchRepository
   params    ... GetParametersAnnouncement
@@ -29,6 +30,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('../cmp/queue/cache-cli.js')).runCacheCommand(rest, { stdout: process.stdout, stderr: process.stderr });
       case 'paths':
         return await (await import('../cmp/queue/paths-cli.js')).runPathsCommand(rest, { stdout: process.stdout, stderr: process.stderr });
+      case 'keeper':
+        return await (await import('../cmp/keeper/main.js')).runKeeper(rest);
       case 'generate':
       case 'match':
       case 'params':

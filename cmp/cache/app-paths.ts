@@ -3,7 +3,7 @@ import type { EnvEntry } from '../plugin/request.js';
 import type { RecordedReads } from '../trace/read-recorder.js';
 import { deriveFromShape, tarballRoot, type Derivation } from './generate-paths.js';
 import { ByteLru } from './memory-cache.js';
-import type { Shape } from './read-set.js';
+import { shapeIdOf, type Shape } from './read-set.js';
 
 /** Which Application and source a traced generate request is for (from its env). */
 export interface AppOrigin {
@@ -48,6 +48,12 @@ export interface AppPaths {
 /** Where per-app records live: the proxy's memory (standalone) or Redis (distributed). */
 export interface AppPathsStore {
   put(record: AppPathsRecord): Promise<void>;
+  /**
+   * `put` unless the source's record already holds the same outcome and was written less than
+   * `refreshMs` ago (most traced requests are hits that derive what is stored already). True
+   * when it wrote.
+   */
+  note(record: AppPathsRecord, refreshMs: number): Promise<boolean>;
   /** The live records of one app, any source. */
   get(app: string): Promise<AppPathsRecord[]>;
   /** The live records of every app, grouped by app. */
@@ -81,18 +87,51 @@ export function appPathsRecord(o: AppOrigin, outcome: { shape: Shape } | { reaso
       ? { reason: outcome.reason }
       : o.root === undefined
         ? { reason: 'ARGOCD_APP_SOURCE_PATH does not end with the app path of the request: the repository root is unknown' }
-        : deriveFromShape(outcome.shape, o.root);
+        : derivedOnce(outcome.shape, o.root);
   const { app, plugin, repoUrl, sourcePath } = o;
   return { app, plugin, repoUrl, sourcePath, ...derived, at: now, until: now + ttlMs };
+}
+
+/** Bytes of remembered derivations (values are at most GENERATE_PATHS_MAX_CHARS long). */
+const DERIVATIONS_BYTES = 4 * 1024 * 1024;
+const derivations = new ByteLru<Derivation>(DERIVATIONS_BYTES, Infinity, d => 160 + 2 * ('value' in d ? d.value : d.reason).length);
+
+/**
+ * deriveFromShape, remembered by shape id and root: every hit of an app meets the same shape
+ * again, and the derivation walks all its paths (in the lookup path, in standalone mode).
+ */
+function derivedOnce(shape: Shape, root: string): Derivation {
+  const key = `${shapeIdOf(shape)}\0${root}`;
+  let d = derivations.get(key);
+  if (!d) {
+    d = deriveFromShape(shape, root);
+    derivations.set(key, d);
+  }
+  return d;
 }
 
 /** Why a request answered from the whole-tree entry has no value: no recorded shape has an entry for its tree. */
 export const WHOLE_TREE_REASON = 'answered from the whole-tree cache; no recorded read set matches this tree';
 
+/**
+ * How long a record holding the same outcome is kept rather than rewritten: half the TTL (it
+ * then lives on for at least the other half), at most an hour (its `derivedAt` shows when a
+ * generation last confirmed the value).
+ */
+export function refreshAfter(ttlMs: number): number {
+  return Math.min(ttlMs / 2, 3600_000);
+}
+
+/** Whether `current` (the source's stored record) already says what `next` would, recently enough. */
+export function unchanged(current: AppPathsRecord | undefined, next: AppPathsRecord, refreshMs: number, now: number): boolean {
+  if (!current || current.until <= now || now - current.at >= refreshMs) return false;
+  return current.value === next.value && current.reason === next.reason && current.plugin === next.plugin && current.app === next.app;
+}
+
 /** Remember the outcome of one answered traced request in `store` (nothing without an app name). */
 export async function noteAppPaths(store: AppPathsStore, o: AppOrigin, outcome: { shape: Shape } | { reason: string }, ttlMs: number): Promise<void> {
   const record = appPathsRecord(o, outcome, Date.now(), ttlMs);
-  if (record) await store.put(record);
+  if (record) await store.note(record, refreshAfter(ttlMs));
 }
 
 /**
@@ -159,6 +198,15 @@ export class MemoryAppPaths implements AppPathsStore {
     const id = sourceIdOf(record);
     const others = (await this.get(record.app)).filter(r => sourceIdOf(r) !== id);
     this.lru.set(record.app, [record, ...others]);
+  }
+
+  async note(record: AppPathsRecord, refreshMs: number): Promise<boolean> {
+    const id = sourceIdOf(record);
+    // peek: a request that changes nothing does not make its app recently used.
+    const current = (this.lru.peek(record.app) ?? []).find(r => sourceIdOf(r) === id);
+    if (unchanged(current, record, refreshMs, this.now())) return false;
+    await this.put(record);
+    return true;
   }
 
   async get(app: string): Promise<AppPathsRecord[]> {

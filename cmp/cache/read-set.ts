@@ -39,6 +39,21 @@ export function shapeId(shape: Shape): string {
   return createHash('sha256').update(JSON.stringify([SHAPE_VERSION, shape.touched, shape.listed, shape.revision])).digest('hex');
 }
 
+const ids = new WeakMap<Shape, string>();
+
+/**
+ * shapeId, hashed once per shape object: the standalone store hands out the same objects on
+ * every lookup. `known` is the id a signed record filed the shape under (Redis), taken as is.
+ */
+export function shapeIdOf(shape: Shape, known?: string): string {
+  let id = ids.get(shape);
+  if (id === undefined) {
+    id = known ?? shapeId(shape);
+    ids.set(shape, id);
+  }
+  return id;
+}
+
 /**
  * sha256 of what the shape's paths are in `index`: for each touched path its type and content
  * digest (or absence; modes only with preserveFileMode), for each listed directory its entry

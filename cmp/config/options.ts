@@ -88,7 +88,35 @@ export interface Options {
    * ARGOCD_CMP_SERVER_OTLP_ADDRESS is set (proxy and worker), undefined (off) otherwise.
    */
   otlp: OtlpOptions | undefined;
+  /** `cmp-offload keeper`'s own settings (CMP_OFFLOAD_KEEPER_*); compiled for every role, used by the keeper only. */
+  keeper: KeeperOptions;
 }
+
+/** The keeper: keeps Applications' manifest-generate-paths equal to the derived value (README, "manifest-generate-paths"). */
+export interface KeeperOptions {
+  /** CMP_OFFLOAD_KEEPER_ARGOCD_NAMESPACE: where Applications named without `<namespace>_` live. */
+  argocdNamespace: string;
+  /** CMP_OFFLOAD_KEEPER_GRACE: how long paths a new value drops stay in the annotation (union with the old value). */
+  graceMs: number;
+  /** CMP_OFFLOAD_KEEPER_RESYNC: period of the full comparison with the records in Redis (repairs missed notices). */
+  resyncMs: number;
+  /** CMP_OFFLOAD_KEEPER_DRY_RUN (or `keeper --dry-run`): log what would be patched, patch nothing. */
+  dryRun: boolean;
+  /** CMP_OFFLOAD_KEEPER_API_QPS: Kubernetes API requests (GET and PATCH) per second at most. */
+  apiQps: number;
+  /**
+   * CMP_OFFLOAD_KEEPER_API_URL: the Kubernetes API; default in-cluster,
+   * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT. Undefined when neither is set.
+   */
+  apiUrl: string | undefined;
+  /** CMP_OFFLOAD_KEEPER_API_TOKEN_FILE: bearer token file (read again for every request: projected tokens rotate). */
+  apiTokenFile: string;
+  /** CMP_OFFLOAD_KEEPER_API_CA_FILE: CA bundle of the API's TLS certificate. */
+  apiCaFile: string;
+}
+
+/** Where Kubernetes mounts a pod's service account credentials. */
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 export interface OtlpOptions {
   /** ARGOCD_CMP_SERVER_OTLP_ADDRESS: the collector's OTLP/gRPC `host:port`. */
@@ -188,7 +216,7 @@ export interface HttpAddress {
 }
 
 /** The process kinds whose HTTP port has a default (CMP_OFFLOAD_HTTP_ADDR). */
-export const DEFAULT_HTTP_ADDR = { proxy: ':9101', worker: ':9102', runner: 'off' } as const;
+export const DEFAULT_HTTP_ADDR = { proxy: ':9101', worker: ':9102', runner: 'off', keeper: ':9103' } as const;
 
 export const DEFAULT_CONFIG_DIR = '/home/argocd/cmp-server/config';
 export const DEFAULT_SOCKET_DIR = '/home/argocd/cmp-server/plugins';
@@ -243,8 +271,31 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     redis: redisOptions(env),
     runnerSocket: runnerSocket(env.CMP_OFFLOAD_RUNNER_SOCKET),
     otlp: otlpOptions(env),
+    keeper: keeperOptions(env),
   };
   return deepFreeze(options);
+}
+
+function keeperOptions(env: Env): KeeperOptions {
+  const namespace = env.CMP_OFFLOAD_KEEPER_ARGOCD_NAMESPACE || 'argocd';
+  // A DNS-1123 label, as every namespace name.
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) fail('CMP_OFFLOAD_KEEPER_ARGOCD_NAMESPACE', namespace, 'a namespace name');
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const inCluster = host ? `https://${host.includes(':') ? `[${host}]` : host}:${env.KUBERNETES_SERVICE_PORT || '443'}` : undefined;
+  const apiUrl = env.CMP_OFFLOAD_KEEPER_API_URL || inCluster;
+  if (apiUrl !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(apiUrl)) fail('CMP_OFFLOAD_KEEPER_API_URL', apiUrl, 'http(s)://host[:port] of the Kubernetes API');
+  const qps = env.CMP_OFFLOAD_KEEPER_API_QPS;
+  if (qps !== undefined && qps !== '' && !(/^\d+(\.\d+)?$/.test(qps) && Number(qps) > 0)) fail('CMP_OFFLOAD_KEEPER_API_QPS', qps, 'a positive number of requests per second');
+  return {
+    argocdNamespace: namespace,
+    graceMs: duration(env, 'CMP_OFFLOAD_KEEPER_GRACE', 15 * 60_000),
+    resyncMs: positiveDuration(env, 'CMP_OFFLOAD_KEEPER_RESYNC', 5 * 60_000),
+    dryRun: oneOf(env, 'CMP_OFFLOAD_KEEPER_DRY_RUN', ['true', 'false'], 'false') === 'true',
+    apiQps: qps ? Number(qps) : 5,
+    apiUrl: apiUrl?.replace(/\/$/, ''),
+    apiTokenFile: env.CMP_OFFLOAD_KEEPER_API_TOKEN_FILE || `${SERVICE_ACCOUNT_DIR}/token`,
+    apiCaFile: env.CMP_OFFLOAD_KEEPER_API_CA_FILE || `${SERVICE_ACCOUNT_DIR}/ca.crt`,
+  };
 }
 
 function redisOptions(env: Env): RedisOptions | undefined {

@@ -97,6 +97,30 @@ export const metrics = {
     help: 'Applications with a current manifest-generate-paths value derived from traced reads (CMP_OFFLOAD_CACHE=traced; distributed mode: all proxies\' apps, counted at most once a minute).',
     registers: [registry],
   }),
+  keeperPatches: new Counter({
+    name: 'cmp_offload_keeper_patches_total',
+    help: 'Applications the keeper patched, by action: set (the annotation applied), removed (no derived value), dry_run (logged only).',
+    labelNames: ['action'] as const,
+    registers: [registry],
+  }),
+  keeperSkipped: new Counter({
+    name: 'cmp_offload_keeper_skipped_total',
+    help: 'Apps the keeper left alone, by reason: not_served (multi-source, or its source names another plugin, path or repository), not_found (no such Application), bad_name (not an Application name).',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
+  keeperErrors: new Counter({
+    name: 'cmp_offload_keeper_errors_total',
+    help: 'Keeper failures, by step: redis (reading the records), get and patch (Kubernetes API calls). The next notice or resync tries again.',
+    labelNames: ['step'] as const,
+    registers: [registry],
+  }),
+  keeperNotices: new Counter({
+    name: 'cmp_offload_keeper_notices_total',
+    help: 'Messages on the paths channel, by verdict: accepted, refused (unsigned, wrongly signed or stale: ignored).',
+    labelNames: ['verdict'] as const,
+    registers: [registry],
+  }),
   coalesced: new Counter({
     name: 'cmp_offload_coalesced_requests_total',
     help: 'Requests that joined an identical run already in flight instead of starting their own.',

@@ -1,6 +1,7 @@
-import { isAppPathsRecord, sourceIdOf, type AppPathsRecord, type AppPathsStore } from '../cache/app-paths.js';
+import { isAppPathsRecord, sourceIdOf, unchanged, type AppPathsRecord, type AppPathsStore } from '../cache/app-paths.js';
 import { scanBatches } from './cache-admin.js';
 import type { KeySpace } from './keys.js';
+import { publishPathsNotice } from './paths-notice.js';
 import type { RedisClient } from './redis-connection.js';
 import { seal, unseal } from './traced-store.js';
 
@@ -13,7 +14,8 @@ const MAX_SOURCES = 8;
  * field per source, each record signed and bound to its key and field like the
  * other traced records (a forged value could make Argo CD skip a needed refresh). Every write
  * renews the hash's TTL; each record also carries its own end, so a source no longer generated
- * stops counting after the cache TTL even while another keeps the hash alive.
+ * stops counting after the cache TTL even while another keeps the hash alive. A write that
+ * changes an app's value (or adds a source) is announced to the keeper on the paths channel.
  */
 export class RedisAppPaths implements AppPathsStore {
   constructor(
@@ -31,6 +33,19 @@ export class RedisAppPaths implements AppPathsStore {
     if ((await this.redis.hlen(key)) <= MAX_SOURCES) return;
     const stale = (await this.read(key, true)).sort((a, b) => b.record.at - a.record.at).slice(MAX_SOURCES).map(r => r.id);
     if (stale.length > 0) await this.redis.hdel(key, ...stale);
+  }
+
+  async note(record: AppPathsRecord, refreshMs: number): Promise<boolean> {
+    const key = this.keys.appPaths(record.app);
+    const id = sourceIdOf(record);
+    const stored = await this.redis.hgetBuffer(key, id);
+    const current = stored ? await this.verified(key, id, stored) : undefined;
+    const now = this.now();
+    if (unchanged(current, record, refreshMs, now)) return false;
+    await this.put(record);
+    const live = current && current.until > now ? current : undefined;
+    if (!live || live.value !== record.value) await publishPathsNotice(this.redis, this.keys, this.signingKey, record.app, now);
+    return true;
   }
 
   async get(app: string): Promise<AppPathsRecord[]> {
@@ -56,10 +71,15 @@ export class RedisAppPaths implements AppPathsStore {
     const now = this.now();
     const out: Array<{ id: string; record: AppPathsRecord }> = [];
     for (const [id, stored] of Object.entries(fields).slice(0, MAX_SOURCES * 2)) {
-      const v = await unseal(this.signingKey, [PATHS_DOMAIN, key, id], stored);
-      if (!isAppPathsRecord(v) || sourceIdOf(v) !== id) continue;
-      if (expired || v.until > now) out.push({ id, record: v });
+      const v = await this.verified(key, id, stored);
+      if (v && (expired || v.until > now)) out.push({ id, record: v });
     }
     return out;
+  }
+
+  /** The record stored in one field, if it verifies and belongs there. */
+  private async verified(key: string, id: string, stored: Buffer): Promise<AppPathsRecord | undefined> {
+    const v = await unseal(this.signingKey, [PATHS_DOMAIN, key, id], stored);
+    return isAppPathsRecord(v) && sourceIdOf(v) === id ? v : undefined;
   }
 }

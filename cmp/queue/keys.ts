@@ -67,6 +67,11 @@ export class KeySpace {
     return `${this.prefix}:waiters:${escapeKeyPart(queue)}:${waitId}`;
   }
 
+  /** Pub/sub channel on which proxies tell the keeper that an app's manifest-generate-paths changed. */
+  pathsChannel(): string {
+    return `${this.prefix}:paths-changed`;
+  }
+
   /** Pub/sub channel on which proxies ask whichever worker holds a job to stop it. */
   cancelChannel(): string {
     return `${this.prefix}:cancel`;

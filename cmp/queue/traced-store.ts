@@ -2,7 +2,7 @@ import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { RedisClient } from './redis-connection.js';
 import { MAX_SHAPES_PER_KEY } from '../cache/shape-store.js';
-import type { Shape } from '../cache/read-set.js';
+import { shapeIdOf, type Shape } from '../cache/read-set.js';
 import type { RecordedReads } from '../trace/read-recorder.js';
 import { sign, verify } from './signing.js';
 
@@ -60,6 +60,8 @@ export async function readShapes(redis: RedisClient, signingKey: Buffer, redisKe
     const v = (await unseal(signingKey, [SHAPE_DOMAIN, redisKey, id], stored)) as { at?: unknown; shape?: Shape } | undefined;
     const s = v?.shape;
     if (typeof v?.at !== 'number' || !s || !Array.isArray(s.touched) || !Array.isArray(s.listed) || typeof s.revision !== 'boolean') continue;
+    // The field is the shape's id (addShape), bound to it by the signature: no need to hash it again.
+    shapeIdOf(s, id);
     found.push({ at: v.at, shape: s });
   }
   return found.sort((a, b) => b.at - a.at).map(f => f.shape);

@@ -67,18 +67,32 @@ function changedFiles(before: Tree, after: Tree): string[] {
 
 type View = { app: string; value?: string; reason?: string; derivedAt: string };
 
+/** How long the views must stay the same before apps whose record predates the commit count as current. */
+const SETTLE_MS = 300;
+
 /**
- * Every app's manifest-generate-paths from the proxy, once the record of each of `apps` comes
- * from a generation answered since `since` (distributed mode writes records in the background).
+ * Every app's manifest-generate-paths from the proxy, once the records of `apps` are current: a
+ * record from a generation answered since `since`, or one the latest generation confirmed. A
+ * generation that derives the stored value leaves the record (and its derivedAt) as it was, so
+ * such apps count once every app has a record and the views stayed the same for SETTLE_MS
+ * (distributed mode writes records in the background, milliseconds after the answer).
  */
 async function derivedViews(port: number, apps: Iterable<string>, since: number): Promise<Map<string, View>> {
+  // Once: `apps` may be a one-shot iterator (a Map's keys).
+  const wanted = [...apps];
+  let last = '';
+  let sameSince = Date.now();
   for (const end = Date.now() + 10_000; ; await new Promise(r => setTimeout(r, 50))) {
     const res = await fetch(`http://127.0.0.1:${port}/generate-paths`, { headers: { authorization: `Bearer ${TOKEN}` } });
     assert.equal(res.status, 200);
-    const views = new Map(((await res.json()) as { apps: View[] }).apps.map(v => [v.app, v]));
-    const stale = [...apps].filter(a => !views.has(a) || Date.parse(views.get(a)!.derivedAt) < since);
-    if (stale.length === 0) return views;
-    assert.ok(Date.now() < end, `no record since the last commit for ${stale.join(', ')}`);
+    const list = ((await res.json()) as { apps: View[] }).apps;
+    const text = JSON.stringify(list);
+    if (text !== last) [last, sameSince] = [text, Date.now()];
+    const views = new Map(list.map(v => [v.app, v]));
+    const missing = wanted.filter(a => !views.has(a));
+    const older = wanted.filter(a => views.has(a) && Date.parse(views.get(a)!.derivedAt) < since);
+    if (missing.length === 0 && (older.length === 0 || Date.now() - sameSince >= SETTLE_MS)) return views;
+    assert.ok(Date.now() < end, `no record since the last commit for ${[...missing, ...older].join(', ')}`);
   }
 }
 

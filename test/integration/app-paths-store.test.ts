@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { appPathsRecord, originOf, sourceIdOf } from '../../cmp/cache/app-paths.js';
 import { RedisAppPaths } from '../../cmp/queue/app-paths-store.js';
 import { KeySpace } from '../../cmp/queue/keys.js';
+import { parsePathsNotice } from '../../cmp/queue/paths-notice.js';
 import { startRedis, type RedisServer } from '../helpers/redis-server.js';
 
 let server: RedisServer;
@@ -66,3 +67,34 @@ test('an expired source stops counting while another keeps the hash alive; at mo
   assert.equal(await redis.hlen(keys.appPaths('many')), 8);
   assert.ok(!(await store.get('many')).some(r => r.sourcePath === 'apps/s0' || r.sourcePath === 'apps/s1'));
 });
+
+test('note: an unchanged outcome writes nothing and announces nothing; a changed value is written and announced, signed', async () => {
+  const store = new RedisAppPaths(redis, KEY, keys);
+  const sub = new Redis(server.url);
+  const notices: string[] = [];
+  sub.on('message', (_c: string, m: string) => notices.push(m));
+  await sub.subscribe(keys.pathsChannel());
+  try {
+    const now = Date.now() - 1000;
+    const first = record('noted', 'apps/noted', now);
+    assert.equal(await store.note(first, 60_000), true);
+    assert.equal(await store.note(record('noted', 'apps/noted', now + 5), 60_000), false);
+    assert.deepEqual((await store.get('noted')).map(r => r.at), [now], 'the stored record is the first one');
+    // A different outcome of the same source: written, announced.
+    const changed = { ...record('noted', 'apps/noted', now + 10), value: '/apps/noted' };
+    assert.equal(await store.note(changed, 60_000), true);
+    // An old record of the same value is confirmed anew, without a notice (the value did not change).
+    assert.equal(await store.note({ ...changed, at: now + 20 }, 0), true);
+    assert.deepEqual((await store.get('noted')).map(r => r.at), [now + 20]);
+    await until(() => notices.length >= 2, 'two notices');
+    await new Promise(r => setTimeout(r, 100));
+    assert.deepEqual(notices.map(n => parsePathsNotice(KEY, n)), ['noted', 'noted']);
+    assert.equal(parsePathsNotice(Buffer.from('another key, another key, 012345'), notices[0]!), undefined);
+  } finally {
+    sub.disconnect();
+  }
+});
+
+async function until(check: () => boolean, what: string): Promise<void> {
+  for (const end = Date.now() + 5000; !check(); await new Promise(r => setTimeout(r, 20))) if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+}

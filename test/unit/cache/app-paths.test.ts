@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { appPathsRecord, fallbackReason, MemoryAppPaths, originOf, viewOf, type AppPathsRecord } from '../../../cmp/cache/app-paths.js';
+import { appPathsRecord, fallbackReason, MemoryAppPaths, originOf, refreshAfter, unchanged, viewOf, type AppPathsRecord } from '../../../cmp/cache/app-paths.js';
 
 const env = (sourcePath: string, app = 'guestbook') => [
   { name: 'ARGOCD_APP_NAME', value: app },
@@ -55,4 +55,39 @@ test('memory store: one record per source, replaced by the next, gone after the 
   now = 1011;
   assert.deepEqual(await store.get('guestbook'), []);
   assert.equal((await store.all()).size, 0);
+});
+
+test('note: the same outcome again is not rewritten while fresh; a change, or an old record, is', async () => {
+  let now = 0;
+  const store = new MemoryAppPaths(100_000, () => now);
+  const o = originOf(env('apps/guestbook'), 'guestbook', 'helm');
+  const refresh = refreshAfter(100_000);
+  assert.equal(refresh, 50_000);
+  assert.equal(refreshAfter(48 * 3600_000), 3600_000);
+  const at = (t: number, outcome: { shape: typeof shape } | { reason: string } = { shape }) => appPathsRecord(o, outcome, t, 100_000)!;
+  assert.equal(await store.note(at(0), refresh), true);
+  now = 10;
+  assert.equal(await store.note(at(10), refresh), false, 'a hit that derives the stored value writes nothing');
+  assert.deepEqual((await store.get('guestbook')).map(r => r.at), [0]);
+  assert.equal(await store.note(at(10, { reason: 'fallback' }), refresh), true, 'a changed outcome is written');
+  assert.equal(await store.note(at(10), refresh), true);
+  now = 10 + refresh;
+  assert.equal(await store.note(at(now), refresh), true, 'an old record is confirmed anew');
+  assert.deepEqual((await store.get('guestbook')).map(r => r.at), [now]);
+  assert.equal(unchanged(at(0), at(1), refresh, 1), true);
+  assert.equal(unchanged(at(0), { ...at(1), plugin: 'helm-v2' }, refresh, 1), false);
+});
+
+test('the derivation of a shape is remembered: the same shape and root give the same value without deriving again', () => {
+  const o = originOf(env('apps/guestbook'), 'guestbook', 'helm');
+  const first = appPathsRecord(o, { shape }, 0, 1)!;
+  const again = appPathsRecord(o, { shape }, 0, 1)!;
+  assert.equal(again.value, first.value);
+  // A shape object seen once keeps its id: mutating it afterwards (never done outside this test) shows the memo is used.
+  const s = { touched: ['guestbook/x.yaml'], listed: [], revision: false };
+  assert.equal(appPathsRecord(o, { shape: s }, 0, 1)!.value, '/apps/guestbook/x.yaml');
+  s.touched = ['guestbook/y.yaml'];
+  assert.equal(appPathsRecord(o, { shape: s }, 0, 1)!.value, '/apps/guestbook/x.yaml');
+  // Another root is another derivation.
+  assert.equal(appPathsRecord(originOf(env('charts/guestbook'), 'guestbook', 'helm'), { shape: s }, 0, 1)!.value, '/charts/guestbook/y.yaml');
 });

@@ -8,7 +8,8 @@ import { load, loadAll } from 'js-yaml';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
-import { ConfigMap, Service } from 'kubernetes-models/v1';
+import { ConfigMap, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { ScaledObject, TriggerAuthentication } from '@kubernetes-models/keda/keda.sh/v1alpha1';
 import { compileOptions, DEFAULT_CONFIG_DIR, DEFAULT_HTTP_ADDR, DEFAULT_SOCKET_DIR } from '../../../cmp/config/options.js';
 import { parseGoDuration } from '../../../cmp/config/go-duration.js';
@@ -23,6 +24,9 @@ const MODELS: Record<string, new (o: any) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
   'v1/Service': Service,
   'v1/ConfigMap': ConfigMap,
+  'v1/ServiceAccount': ServiceAccount,
+  'rbac.authorization.k8s.io/v1/Role': Role,
+  'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'keda.sh/v1alpha1/ScaledObject': ScaledObject,
