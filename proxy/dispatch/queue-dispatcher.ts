@@ -298,14 +298,15 @@ export class QueueDispatcher implements Dispatcher {
     const waitId = key ?? resultId;
     const waitersKey = this.keys.waiters(this.deps.pluginName, waitId);
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
-    // Counted before the add: a worker never starts a job nobody is known to wait for.
-    const waiters = await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, waitMs));
+    // Counted before the add: a worker never starts a job nobody is known to wait for. This
+    // submission's id is the waiter's: a join or leave that reaches Redis twice counts once.
+    const waiters = await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, resultId, waitMs));
     if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
     let joined = true;
     const leave = async (): Promise<number> => {
       if (!joined) return 0;
       joined = false;
-      return leaveWaiters(this.redis, waitersKey).catch(() => 0);
+      return leaveWaiters(this.redis, waitersKey, resultId).catch(() => 0);
     };
     try {
       const enqueuedAt = Date.now();
@@ -338,8 +339,6 @@ export class QueueDispatcher implements Dispatcher {
         waiting.stop();
         return await this.abandon(queue, answer, kind, ctx, leave);
       }
-      // A vanished job took its waiter count with it, most likely: never count down someone else's.
-      if (end.state === 'vanished') joined = false;
       return await this.settle(answer, end, submission);
     } finally {
       await leave();

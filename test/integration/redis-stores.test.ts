@@ -136,15 +136,42 @@ test('a blob whose bytes were replaced in Redis is refused', async () => {
 
 test('waiter counts go up and down, vanish at zero, and expire', async () => {
   const k = keys.waiters('p', 'a'.repeat(64));
-  assert.equal(await joinWaiters(redis, k, 60_000), 1);
-  assert.equal(await joinWaiters(redis, k, 60_000), 2);
-  assert.equal(await leaveWaiters(redis, k), 1);
+  assert.equal(await joinWaiters(redis, k, 'w1', 60_000), 1);
+  assert.equal(await joinWaiters(redis, k, 'w2', 60_000), 2);
+  assert.equal(await leaveWaiters(redis, k, 'w1'), 1);
   assert.equal(await countWaiters(redis, k), 1);
-  assert.equal(await leaveWaiters(redis, k), 0);
+  assert.equal(await leaveWaiters(redis, k, 'w2'), 0);
   assert.equal(await redis.exists(k), 0);
-  await joinWaiters(redis, k, 100);
+  await joinWaiters(redis, k, 'w3', 100);
   await new Promise(r => setTimeout(r, 250));
   assert.equal(await countWaiters(redis, k), 0);
+});
+
+test('a join or a leave that reaches Redis twice counts once; each waiter expires on its own, and the key with the last', async () => {
+  const k = keys.waiters('p', 'b'.repeat(64));
+  assert.equal(await joinWaiters(redis, k, 'w1', 60_000), 1);
+  assert.equal(await joinWaiters(redis, k, 'w1', 60_000), 1, 'a repeated join');
+  assert.equal(await joinWaiters(redis, k, 'w2', 60_000), 2);
+  assert.equal(await leaveWaiters(redis, k, 'w1'), 1);
+  assert.equal(await leaveWaiters(redis, k, 'w1'), 1, 'a repeated leave does not count the other waiter out');
+  assert.equal(await countWaiters(redis, k), 1);
+  // A repeated join with a shorter wait keeps the longer one.
+  assert.equal(await joinWaiters(redis, k, 'w2', 100), 1);
+  await new Promise(r => setTimeout(r, 250));
+  assert.equal(await countWaiters(redis, k), 1, 'w2 still waits');
+  // The key lives as long as its latest waiter (and no longer): a waiter of a dead proxy drops out alone.
+  assert.equal(await joinWaiters(redis, k, 'short', 300), 2);
+  const ttl = await redis.pttl(k);
+  assert.ok(ttl > 59_000 && ttl <= 60_000, `ttl ${ttl}`);
+  await new Promise(r => setTimeout(r, 450));
+  assert.equal(await countWaiters(redis, k), 1, 'the expired waiter no longer counts');
+  assert.equal(await leaveWaiters(redis, k, 'w2'), 0, 'nor keeps the key alive');
+  assert.equal(await redis.exists(k), 0);
+  await joinWaiters(redis, k, 'w4', 200);
+  const short = await redis.pttl(k);
+  assert.ok(short > 0 && short <= 200, `ttl ${short}`);
+  await new Promise(r => setTimeout(r, 300));
+  assert.equal(await redis.exists(k), 0, 'the key expired with its last waiter');
 });
 
 test('cache stats count entries per plugin, and purge selects by app, by plugin, or all', async () => {
