@@ -227,31 +227,34 @@ export class QueueDispatcher implements Dispatcher {
    * this tree has (for a whole-tree hit in the background: the answer does not wait for it).
    */
   private async lookupTraced(key: string, app: string, t: TracedRequest): Promise<PluginResult | undefined> {
+    // One read of the family's shapes serves either path; it goes out with the whole-tree lookup.
+    const shapes = this.shapesOf(t, app);
+    shapes.catch(() => {}); // Unread when the whole-tree lookup fails: that error is the one reported.
     const whole = await this.lookup(key, app);
     if (whole) {
-      void this.currentShape(t, app).then(
+      void this.currentShape(t, app, shapes).then(
         shape => this.noteApp(t, shape ? { shape } : { reason: WHOLE_TREE_REASON }),
         err => this.deps.log.debug({ err: (err as Error).message }, 'manifest-generate-paths not recorded'),
       );
       return whole;
     }
-    const found = await this.tracedLookup(t, app);
+    const found = await this.tracedLookup(t, app, shapes);
     if (found) void this.noteApp(t, found);
     return found?.result;
   }
 
-  /** A result whose run read exactly what this request's tree holds at the same paths. */
-  private async tracedLookup(t: TracedRequest, app: string): Promise<{ result: PluginResult; shape: Shape } | undefined> {
-    for (const shape of await this.shapesOf(t, app)) {
+  /** A result whose run read exactly what this request's tree holds at the same paths (`shapes`: the family's). */
+  private async tracedLookup(t: TracedRequest, app: string, shapes: Promise<Shape[]>): Promise<{ result: PluginResult; shape: Shape } | undefined> {
+    for (const shape of await shapes) {
       const result = await this.lookup(tracedEntryKey(t, shape), app);
       if (result) return { result, shape };
     }
     return undefined;
   }
 
-  /** The most recent shape of the family with a traced entry for this tree. */
-  private async currentShape(t: TracedRequest, app: string): Promise<Shape | undefined> {
-    for (const shape of await this.shapesOf(t, app)) {
+  /** The most recent shape of the family (`shapes`) with a traced entry for this tree. */
+  private async currentShape(t: TracedRequest, app: string, shapes: Promise<Shape[]>): Promise<Shape | undefined> {
+    for (const shape of await shapes) {
       if ((await this.redis.exists(this.keys.cacheEntry(this.deps.pluginName, app, tracedEntryKey(t, shape)))) > 0) return shape;
     }
     return undefined;
