@@ -1,5 +1,5 @@
 import { status as Status } from '@grpc/grpc-js';
-import { Queue, QueueEvents, type JobsOptions } from 'bullmq';
+import { createRedisBackend, Queue, QueueEvents, type BackendFactory, type JobsOptions } from 'bullmq';
 import type { RedisOptions } from '../../cmp/config/options.js';
 import type { Ctx } from '../../cmp/context.js';
 import { CmpError, wrap, ourError } from '../../cmp/errors.js';
@@ -72,9 +72,8 @@ export class QueueDispatcher implements Dispatcher {
   private readonly signingKey: Buffer;
   private readonly keys: KeySpace;
   private readonly redis: RedisClient;
+  /** QueueEvents' own: its blocking reads of the events stream use it, not a duplicate. */
   private readonly eventsConnection: RedisClient;
-  /** The connections BullMQ's QueueEvents made from `eventsConnection` (it reads on a duplicate). */
-  private readonly eventsCopies: RedisClient[] = [];
   private queue: Promise<Queue> | undefined;
   private readonly events: QueueEvents;
   private readonly waiter: JobWaiter;
@@ -93,16 +92,7 @@ export class QueueDispatcher implements Dispatcher {
     this.redis = connectRedis(ro, 'command', onError);
     this.eventsConnection = connectRedis(ro, 'blocking', onError);
     this.paths = new RedisAppPaths(this.redis, this.signingKey, this.keys);
-    // QueueEvents reads on a duplicate of the connection it is given, which only its close()
-    // ends, and that first waits for it to be ready: keep hold of it for close() below.
-    const conn = this.eventsConnection as { duplicate: (...args: unknown[]) => RedisClient };
-    const duplicate = conn.duplicate.bind(conn);
-    conn.duplicate = (...args) => {
-      const copy = duplicate(...args);
-      this.eventsCopies.push(copy);
-      return copy;
-    };
-    this.events = new QueueEvents(deps.pluginName, { connection: this.eventsConnection, prefix: ro.prefix });
+    this.events = new QueueEvents(deps.pluginName, { connection: this.eventsConnection, prefix: ro.prefix }, onGivenConnection);
     this.events.on('error', onError);
     this.waiter = new JobWaiter({
       getJob: async jobId => (await this.getQueue()).getJob(jobId),
@@ -495,11 +485,21 @@ export class QueueDispatcher implements Dispatcher {
     // unreachable (a proxy stopped then would never exit): after the Redis timeout, end them here.
     const closing = Promise.allSettled([this.events.close(), this.queue?.then(q => q.close())]);
     await withTimeout(closing, this.ro.timeoutMs, () => new Error('timeout')).catch(() => {});
-    for (const copy of this.eventsCopies) copy.disconnect();
     this.redis.disconnect();
     this.eventsConnection.disconnect();
   }
 }
+
+/**
+ * BullMQ's Redis backend on the connection it is given, as is. By default a QueueEvents reads on
+ * a duplicate of it, which only its own close() ends, and that close first waits for Redis (a
+ * proxy stopped while Redis is away would keep the duplicate reconnecting). Declared not
+ * blocking, the backend takes a passed connection as the caller's: no duplicate, not closed by
+ * BullMQ (its close still interrupts the blocking read). The connection must be a `blocking`
+ * one of ours, dedicated to this QueueEvents, and its owner ends it.
+ */
+const onGivenConnection: BackendFactory<ReturnType<typeof createRedisBackend>> = (name, opts, flags) =>
+  createRedisBackend(name, opts, { ...flags, blocking: false });
 
 /** The key a worker says it stored the result under (BullMQ may hand the return value over as JSON text). */
 function storedKeyOf(returnvalue: unknown): string | undefined {

@@ -73,14 +73,20 @@ test('the same content uploaded by N at once ends as one whole blob with a TTL; 
   assert.deepEqual([await calls('set'), await calls('rename')], [sets, renames], 'nothing was written');
 });
 
-test('N concurrent requests of one proxy with the same tarball upload it once', async () => {
-  const pluginName = 'dedup';
+/** A proxy's QueueDispatcher for a `cat` plugin on the Redis at `url`, with `env` settings on top. */
+function dispatcherOn(url: string, pluginName: string, env: Record<string, string> = {}) {
   const engine = {
     config: parsePluginConfig(`apiVersion: argoproj.io/v1alpha1\nkind: ConfigManagementPlugin\nmetadata:\n  name: ${pluginName}\nspec:\n  generate:\n    command: [cat]\n`),
-    options: compileOptions({ CMP_OFFLOAD_REDIS_URL: server.url, CMP_OFFLOAD_SIGNING_KEY: KEY.toString(), ARGOCD_EXEC_FATAL_TIMEOUT: '1s' }),
+    options: compileOptions({ CMP_OFFLOAD_REDIS_URL: url, CMP_OFFLOAD_SIGNING_KEY: KEY.toString(), ARGOCD_EXEC_FATAL_TIMEOUT: '1s', ...env }),
     baseEnv: {},
   };
   const dispatcher = new QueueDispatcher({ engine, pluginName, specDigest: 'x', log: createLogger({ ARGOCD_CMP_SERVER_LOGLEVEL: 'fatal' }, 'test') });
+  return { engine, dispatcher };
+}
+
+test('N concurrent requests of one proxy with the same tarball upload it once', async () => {
+  const pluginName = 'dedup';
+  const { engine, dispatcher } = dispatcherOn(server.url, pluginName);
   const prefix = engine.options.redis!.prefix;
   const connection = new Redis(server.url, { maxRetriesPerRequest: null });
   const queue = new Queue(pluginName, { connection, prefix });
@@ -117,6 +123,26 @@ test('N concurrent requests of one proxy with the same tarball upload it once', 
     await dispatcher.close();
     await queue.close();
     connection.disconnect();
+  }
+});
+
+test("a QueueDispatcher reads events on the connection it made for them, and its close ends every connection it opened", async () => {
+  const own = await startRedis();
+  const probe = new Redis(own.url);
+  const clients = async () => Number(/^connected_clients:(\d+)/m.exec(await probe.info('clients'))![1]);
+  try {
+    const alone = await clients();
+    const dispatcher = dispatcherOn(own.url, 'conns').dispatcher;
+    assert.ok(await dispatcher.waitReady(10_000));
+    // Its command connection and the events connection, no copy of it.
+    assert.equal((await clients()) - alone, 2, 'connections of the dispatcher');
+    await dispatcher.close();
+    for (let end = Date.now() + 5_000; (await clients()) !== alone; await new Promise(r => setTimeout(r, 25))) {
+      assert.ok(Date.now() < end, `${(await clients()) - alone} connections left after close`);
+    }
+  } finally {
+    probe.disconnect();
+    await own.stop();
   }
 });
 
