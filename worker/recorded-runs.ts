@@ -59,21 +59,21 @@ export class RecordingWorker extends Worker {
     this.on('failed', job => job && runs.recorded(job, 'failed'));
   }
 
-  protected override async handleCompleted(result: unknown, job: Job, token: string, fetchNext?: () => boolean, span?: Span): Promise<Job> {
-    try {
-      return await super.handleCompleted(result, job, token, fetchNext, span);
-    } catch (err) {
-      this.runs.moveFailed(job, err, 'completed');
-      throw err;
-    }
+  protected override handleCompleted(result: unknown, job: Job, token: string, fetchNext?: () => boolean, span?: Span): Promise<Job> {
+    return this.move(job, 'completed', super.handleCompleted(result, job, token, fetchNext, span));
   }
 
-  protected override async handleFailed(err: Error, job: Job, token: string, fetchNext?: () => boolean, span?: Span): Promise<Job> {
+  protected override handleFailed(err: Error, job: Job, token: string, fetchNext?: () => boolean, span?: Span): Promise<Job> {
+    return this.move(job, 'failed', super.handleFailed(err, job, token, fetchNext, span));
+  }
+
+  /** A move of BullMQ's, whose error (if any) `runs` learns. */
+  private async move(job: Job, to: 'completed' | 'failed', moving: Promise<Job>): Promise<Job> {
     try {
-      return await super.handleFailed(err, job, token, fetchNext, span);
-    } catch (moveErr) {
-      this.runs.moveFailed(job, moveErr, 'failed');
-      throw moveErr;
+      return await moving;
+    } catch (err) {
+      this.runs.moveFailed(job, err, to);
+      throw err;
     }
   }
 
