@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
-import { Queue, UnrecoverableError, Worker } from 'bullmq';
+import { Queue, UnrecoverableError } from 'bullmq';
 import { IN_PROCESS } from '../cmp/config/options.js';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
@@ -13,6 +13,7 @@ import { KeySpace, queueNameOf } from '../cmp/queue/keys.js';
 import { connectRedis } from '../cmp/queue/redis-connection.js';
 import type { Logger } from '../cmp/log.js';
 import { createProcessor, InfraError, RunnerUnreachable, type AbortReason, type Execute } from './processor.js';
+import { RecordedRuns, RecordingWorker } from './recorded-runs.js';
 import { runnerAccepts, runnerExecute } from './runner/client.js';
 
 /**
@@ -83,6 +84,8 @@ export async function runWorker(argv: string[]): Promise<number> {
     : (req, tgzPath, ctx, sink) => executeRequest!(engine, req, tgzPath, ctx, sink);
   // Set once the worker exists: the runner's state pauses and resumes its fetching.
   let runnerState: { down(): boolean; unreachable(): void } | undefined;
+  // Each job's `job` line, metric and span wait for BullMQ to record its end (or fail to).
+  const runs = new RecordedRuns();
   const executeChecked: Execute = runnerSocket
     ? async (req, tgzPath, ctx, sink) => {
         try {
@@ -107,10 +110,11 @@ export async function runWorker(argv: string[]): Promise<number> {
     signingKey,
     log,
     jobAttempts: ro.jobAttempts,
+    runs,
     ...(runnerSocket ? { runner: { down: () => runnerState?.down() ?? false, unreachable: () => runnerState?.unreachable() } } : {}),
   });
   const workerConnection = connectRedis(ro, 'blocking', onRedisError);
-  const worker = new Worker(queue, processor, {
+  const worker = new RecordingWorker(queue, processor, {
     connection: workerConnection,
     prefix: ro.prefix,
     name: os.hostname(),
@@ -123,7 +127,7 @@ export async function runWorker(argv: string[]): Promise<number> {
     maxStalledCount: ro.jobAttempts,
     // With a runner, jobs are fetched once it accepts connections (see below).
     autorun: !runnerSocket,
-  });
+  }, runs);
   worker.on('error', err => log.warn({ err: err.message }, 'worker error'));
   // Plugin failure texts go to the caller (they may quote plugin output); only infrastructure errors are logged.
   worker.on('failed', (job, err) => {

@@ -21,6 +21,7 @@ import {
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
 import { EncodedResult, readResult, writeResult } from '../cmp/queue/result-store.js';
 import { countWaiters } from '../cmp/queue/waiters.js';
+import type { RecordedRuns } from './recorded-runs.js';
 
 /** Tracing: when a traced job's span starts (its enqueue time: the job span holds its queue wait). */
 const jobSpanStart = new WeakMap<RequestTrace, number>();
@@ -73,6 +74,12 @@ export interface ProcessorDeps {
    * it does again).
    */
   runner?: { down(): boolean; unreachable(): void };
+  /**
+   * Where a run's outcome waits for BullMQ to record the job's end (the worker's RecordingWorker):
+   * a run whose end could not be recorded is reported as `unrecorded`. Without it, the outcome
+   * is reported as the processor ends.
+   */
+  runs?: RecordedRuns;
 }
 
 /** A job's infrastructure failures so far: runs lost with their worker (stalls) and failures recorded by a live worker. */
@@ -133,12 +140,24 @@ export function createProcessor(deps: ProcessorDeps) {
       throw err;
     } finally {
       metrics.concurrencyInUse.dec();
-      metrics.jobs.inc({ outcome });
-      if (trace.span) {
-        const attributes = { 'cmp.plugin': deps.queue, 'cmp.app': trace.app, 'cmp.rpc': job.name, 'cmp.outcome': outcome, 'cmp.attempt': job.attemptsMade + 1 };
-        endRequestSpan(trace, `cmp-offload job ${job.name}`, 5, attributes, outcome !== 'completed' && outcome !== 'cached', jobSpanStart.get(trace)!);
-      }
-      log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome, attempt: job.attemptsMade + 1, lostWithWorker: job.stalledCounter ?? 0, ms: trace.durations() }, 'job');
+      const attempt = job.attemptsMade + 1;
+      const report = (final: string, unrecorded?: string) => {
+        metrics.jobs.inc({ outcome: final });
+        if (trace.span) {
+          const attributes = { 'cmp.plugin': deps.queue, 'cmp.app': trace.app, 'cmp.rpc': job.name, 'cmp.outcome': final, 'cmp.attempt': attempt };
+          endRequestSpan(trace, `cmp-offload job ${job.name}`, 5, attributes, final !== 'completed' && final !== 'cached', jobSpanStart.get(trace)!);
+        }
+        const why = unrecorded === undefined ? {} : { ran: outcome, reason: unrecorded };
+        log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome: final, ...why, attempt, lostWithWorker: job.stalledCounter ?? 0, ms: trace.durations() }, 'job');
+      };
+      // A requeued job was moved by the processor itself: BullMQ records nothing more.
+      if (deps.runs && outcome !== 'requeued') {
+        const expected = outcome === 'completed' || outcome === 'cached' ? 'completed' : 'failed';
+        deps.runs.expect(job, r => {
+          if (r.as === expected) report(outcome);
+          else report('unrecorded', r.as === 'nothing' ? r.reason : `BullMQ recorded the job as ${r.as}`);
+        });
+      } else report(outcome);
     }
   };
 

@@ -145,7 +145,7 @@ export const metrics = {
   }),
   jobs: new Counter({
     name: 'cmp_offload_jobs_total',
-    help: 'Jobs a worker finished, by outcome: completed, cached (an identical job had stored the result), failed, retried, requeued (handed back unrun: the runner refused the connection), skipped (nobody waited).',
+    help: 'Jobs a worker finished, by outcome: completed, cached (an identical job had stored the result), failed, retried, requeued (handed back unrun: the runner refused the connection), skipped (nobody waited), unrecorded (ran, but BullMQ could not record its end: lock lost; the job runs again).',
     labelNames: ['outcome'] as const,
     registers: [registry],
   }),

@@ -62,9 +62,12 @@ export class KeySpace {
     return `${this.prefix}:res:${escapeKeyPart(queue)}:${escapeKeyPart(jobId)}`;
   }
 
-  /** How many callers, on any proxy, wait for the runs of one request. */
+  /**
+   * The callers, on any proxy, waiting for the runs of one request (a sorted set of waiter ids:
+   * waiters.ts). Not `waiters:`, where earlier versions kept a plain count of them.
+   */
   waiters(queue: string, waitId: string): string {
-    return `${this.prefix}:waiters:${escapeKeyPart(queue)}:${waitId}`;
+    return `${this.prefix}:waiter-ids:${escapeKeyPart(queue)}:${waitId}`;
   }
 
   /** Pub/sub channel on which proxies tell the keeper that an app's manifest-generate-paths changed. */

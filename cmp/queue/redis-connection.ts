@@ -17,10 +17,9 @@ export type RedisClient = Redis | Cluster;
  *   is away waits in the offline queue for the reconnect (a restart, a Sentinel failover, a
  *   Cluster node coming back) and fails only when that takes longer, instead of at once. A
  *   command in flight when the connection drops is sent again after the reconnect, as on BullMQ's
- *   own connections. Of ours, two are not idempotent, and both heal: a blob APPEND doubled that
- *   way fails its checksum at the worker, which deletes it and has the proxy upload it again; a
- *   waiter count off by one either keeps a job nobody waits for (it expires) or has a worker
- *   skip one, which the proxy then submits anew.
+ *   own connections. Of ours, one is not idempotent, and it heals: a blob APPEND doubled that
+ *   way fails its checksum at the worker, which deletes it and has the proxy upload it again
+ *   (waiters join and leave by id: sent twice, they count once).
  * - `blocking`: BullMQ workers and QueueEvents (long blocking reads; BullMQ requires
  *   `maxRetriesPerRequest: null` there) and pub/sub subscribers.
  * Every kind reconnects forever with a capped backoff: the service resumes by itself.

@@ -1,5 +1,5 @@
 import { status as Status } from '@grpc/grpc-js';
-import { Queue, QueueEvents, type JobsOptions } from 'bullmq';
+import { createRedisBackend, Queue, QueueEvents, type BackendFactory, type JobsOptions } from 'bullmq';
 import type { RedisOptions } from '../../cmp/config/options.js';
 import type { Ctx } from '../../cmp/context.js';
 import { CmpError, wrap, ourError } from '../../cmp/errors.js';
@@ -72,9 +72,8 @@ export class QueueDispatcher implements Dispatcher {
   private readonly signingKey: Buffer;
   private readonly keys: KeySpace;
   private readonly redis: RedisClient;
+  /** QueueEvents' own: its blocking reads of the events stream use it, not a duplicate. */
   private readonly eventsConnection: RedisClient;
-  /** The connections BullMQ's QueueEvents made from `eventsConnection` (it reads on a duplicate). */
-  private readonly eventsCopies: RedisClient[] = [];
   private queue: Promise<Queue> | undefined;
   private readonly events: QueueEvents;
   private readonly waiter: JobWaiter;
@@ -93,16 +92,7 @@ export class QueueDispatcher implements Dispatcher {
     this.redis = connectRedis(ro, 'command', onError);
     this.eventsConnection = connectRedis(ro, 'blocking', onError);
     this.paths = new RedisAppPaths(this.redis, this.signingKey, this.keys);
-    // QueueEvents reads on a duplicate of the connection it is given, which only its close()
-    // ends, and that first waits for it to be ready: keep hold of it for close() below.
-    const conn = this.eventsConnection as { duplicate: (...args: unknown[]) => RedisClient };
-    const duplicate = conn.duplicate.bind(conn);
-    conn.duplicate = (...args) => {
-      const copy = duplicate(...args);
-      this.eventsCopies.push(copy);
-      return copy;
-    };
-    this.events = new QueueEvents(deps.pluginName, { connection: this.eventsConnection, prefix: ro.prefix });
+    this.events = new QueueEvents(deps.pluginName, { connection: this.eventsConnection, prefix: ro.prefix }, onGivenConnection);
     this.events.on('error', onError);
     this.waiter = new JobWaiter({
       getJob: async jobId => (await this.getQueue()).getJob(jobId),
@@ -227,31 +217,34 @@ export class QueueDispatcher implements Dispatcher {
    * this tree has (for a whole-tree hit in the background: the answer does not wait for it).
    */
   private async lookupTraced(key: string, app: string, t: TracedRequest): Promise<PluginResult | undefined> {
+    // One read of the family's shapes serves either path; it goes out with the whole-tree lookup.
+    const shapes = this.shapesOf(t, app);
+    shapes.catch(() => {}); // Unread when the whole-tree lookup fails: that error is the one reported.
     const whole = await this.lookup(key, app);
     if (whole) {
-      void this.currentShape(t, app).then(
+      void this.currentShape(t, app, shapes).then(
         shape => this.noteApp(t, shape ? { shape } : { reason: WHOLE_TREE_REASON }),
         err => this.deps.log.debug({ err: (err as Error).message }, 'manifest-generate-paths not recorded'),
       );
       return whole;
     }
-    const found = await this.tracedLookup(t, app);
+    const found = await this.tracedLookup(t, app, shapes);
     if (found) void this.noteApp(t, found);
     return found?.result;
   }
 
-  /** A result whose run read exactly what this request's tree holds at the same paths. */
-  private async tracedLookup(t: TracedRequest, app: string): Promise<{ result: PluginResult; shape: Shape } | undefined> {
-    for (const shape of await this.shapesOf(t, app)) {
+  /** A result whose run read exactly what this request's tree holds at the same paths (`shapes`: the family's). */
+  private async tracedLookup(t: TracedRequest, app: string, shapes: Promise<Shape[]>): Promise<{ result: PluginResult; shape: Shape } | undefined> {
+    for (const shape of await shapes) {
       const result = await this.lookup(tracedEntryKey(t, shape), app);
       if (result) return { result, shape };
     }
     return undefined;
   }
 
-  /** The most recent shape of the family with a traced entry for this tree. */
-  private async currentShape(t: TracedRequest, app: string): Promise<Shape | undefined> {
-    for (const shape of await this.shapesOf(t, app)) {
+  /** The most recent shape of the family (`shapes`) with a traced entry for this tree. */
+  private async currentShape(t: TracedRequest, app: string, shapes: Promise<Shape[]>): Promise<Shape | undefined> {
+    for (const shape of await shapes) {
       if ((await this.redis.exists(this.keys.cacheEntry(this.deps.pluginName, app, tracedEntryKey(t, shape)))) > 0) return shape;
     }
     return undefined;
@@ -298,14 +291,15 @@ export class QueueDispatcher implements Dispatcher {
     const waitId = key ?? resultId;
     const waitersKey = this.keys.waiters(this.deps.pluginName, waitId);
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
-    // Counted before the add: a worker never starts a job nobody is known to wait for.
-    const waiters = await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, waitMs));
+    // Counted before the add: a worker never starts a job nobody is known to wait for. This
+    // submission's id is the waiter's: a join or leave that reaches Redis twice counts once.
+    const waiters = await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, resultId, waitMs));
     if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
     let joined = true;
     const leave = async (): Promise<number> => {
       if (!joined) return 0;
       joined = false;
-      return leaveWaiters(this.redis, waitersKey).catch(() => 0);
+      return leaveWaiters(this.redis, waitersKey, resultId).catch(() => 0);
     };
     try {
       const enqueuedAt = Date.now();
@@ -338,8 +332,6 @@ export class QueueDispatcher implements Dispatcher {
         waiting.stop();
         return await this.abandon(queue, answer, kind, ctx, leave);
       }
-      // A vanished job took its waiter count with it, most likely: never count down someone else's.
-      if (end.state === 'vanished') joined = false;
       return await this.settle(answer, end, submission);
     } finally {
       await leave();
@@ -493,11 +485,21 @@ export class QueueDispatcher implements Dispatcher {
     // unreachable (a proxy stopped then would never exit): after the Redis timeout, end them here.
     const closing = Promise.allSettled([this.events.close(), this.queue?.then(q => q.close())]);
     await withTimeout(closing, this.ro.timeoutMs, () => new Error('timeout')).catch(() => {});
-    for (const copy of this.eventsCopies) copy.disconnect();
     this.redis.disconnect();
     this.eventsConnection.disconnect();
   }
 }
+
+/**
+ * BullMQ's Redis backend on the connection it is given, as is. By default a QueueEvents reads on
+ * a duplicate of it, which only its own close() ends, and that close first waits for Redis (a
+ * proxy stopped while Redis is away would keep the duplicate reconnecting). Declared not
+ * blocking, the backend takes a passed connection as the caller's: no duplicate, not closed by
+ * BullMQ (its close still interrupts the blocking read). The connection must be a `blocking`
+ * one of ours, dedicated to this QueueEvents, and its owner ends it.
+ */
+const onGivenConnection: BackendFactory<ReturnType<typeof createRedisBackend>> = (name, opts, flags) =>
+  createRedisBackend(name, opts, { ...flags, blocking: false });
 
 /** The key a worker says it stored the result under (BullMQ may hand the return value over as JSON text). */
 function storedKeyOf(returnvalue: unknown): string | undefined {

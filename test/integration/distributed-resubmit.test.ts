@@ -18,6 +18,7 @@ import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import type { JobData } from '../../cmp/queue/job-contract.js';
+import { countWaiters } from '../../cmp/queue/waiters.js';
 import type { Distributed } from '../helpers/distributed.js';
 import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import type { ProxyProcess } from '../helpers/proxy-process.js';
@@ -111,7 +112,7 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
 
   /** Both callers of `waitId` wait for one job: counted as waiters, and the second one's add joined the first's job. */
   const bothJoined = async (waitId: string, what: string) => {
-    await until(async () => (await redis.get(keys.waiters(QUEUE, waitId))) === '2', 30_000, `both callers to wait for ${what}`);
+    await until(async () => (await countWaiters(redis, keys.waiters(QUEUE, waitId))) === 2, 30_000, `both callers to wait for ${what}`);
     await until(async () => (await joinedByDedup(waitId)) === 1, 30_000, `the second caller's add to join ${what}`);
   };
 

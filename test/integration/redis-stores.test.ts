@@ -73,14 +73,20 @@ test('the same content uploaded by N at once ends as one whole blob with a TTL; 
   assert.deepEqual([await calls('set'), await calls('rename')], [sets, renames], 'nothing was written');
 });
 
-test('N concurrent requests of one proxy with the same tarball upload it once', async () => {
-  const pluginName = 'dedup';
+/** A proxy's QueueDispatcher for a `cat` plugin on the Redis at `url`, with `env` settings on top. */
+function dispatcherOn(url: string, pluginName: string, env: Record<string, string> = {}) {
   const engine = {
     config: parsePluginConfig(`apiVersion: argoproj.io/v1alpha1\nkind: ConfigManagementPlugin\nmetadata:\n  name: ${pluginName}\nspec:\n  generate:\n    command: [cat]\n`),
-    options: compileOptions({ CMP_OFFLOAD_REDIS_URL: server.url, CMP_OFFLOAD_SIGNING_KEY: KEY.toString(), ARGOCD_EXEC_FATAL_TIMEOUT: '1s' }),
+    options: compileOptions({ CMP_OFFLOAD_REDIS_URL: url, CMP_OFFLOAD_SIGNING_KEY: KEY.toString(), ARGOCD_EXEC_FATAL_TIMEOUT: '1s', ...env }),
     baseEnv: {},
   };
   const dispatcher = new QueueDispatcher({ engine, pluginName, specDigest: 'x', log: createLogger({ ARGOCD_CMP_SERVER_LOGLEVEL: 'fatal' }, 'test') });
+  return { engine, dispatcher };
+}
+
+test('N concurrent requests of one proxy with the same tarball upload it once', async () => {
+  const pluginName = 'dedup';
+  const { engine, dispatcher } = dispatcherOn(server.url, pluginName);
   const prefix = engine.options.redis!.prefix;
   const connection = new Redis(server.url, { maxRetriesPerRequest: null });
   const queue = new Queue(pluginName, { connection, prefix });
@@ -120,6 +126,26 @@ test('N concurrent requests of one proxy with the same tarball upload it once', 
   }
 });
 
+test("a QueueDispatcher reads events on the connection it made for them, and its close ends every connection it opened", async () => {
+  const own = await startRedis();
+  const probe = new Redis(own.url);
+  const clients = async () => Number(/^connected_clients:(\d+)/m.exec(await probe.info('clients'))![1]);
+  try {
+    const alone = await clients();
+    const dispatcher = dispatcherOn(own.url, 'conns').dispatcher;
+    assert.ok(await dispatcher.waitReady(10_000));
+    // Its command connection and the events connection, no copy of it.
+    assert.equal((await clients()) - alone, 2, 'connections of the dispatcher');
+    await dispatcher.close();
+    for (let end = Date.now() + 5_000; (await clients()) !== alone; await new Promise(r => setTimeout(r, 25))) {
+      assert.ok(Date.now() < end, `${(await clients()) - alone} connections left after close`);
+    }
+  } finally {
+    probe.disconnect();
+    await own.stop();
+  }
+});
+
 test('a blob expires after its TTL and then fetching it fails as missing', async () => {
   const { file, sha } = tarball(1000);
   await storeBlob(redis, keys, sha, file, 200);
@@ -136,15 +162,42 @@ test('a blob whose bytes were replaced in Redis is refused', async () => {
 
 test('waiter counts go up and down, vanish at zero, and expire', async () => {
   const k = keys.waiters('p', 'a'.repeat(64));
-  assert.equal(await joinWaiters(redis, k, 60_000), 1);
-  assert.equal(await joinWaiters(redis, k, 60_000), 2);
-  assert.equal(await leaveWaiters(redis, k), 1);
+  assert.equal(await joinWaiters(redis, k, 'w1', 60_000), 1);
+  assert.equal(await joinWaiters(redis, k, 'w2', 60_000), 2);
+  assert.equal(await leaveWaiters(redis, k, 'w1'), 1);
   assert.equal(await countWaiters(redis, k), 1);
-  assert.equal(await leaveWaiters(redis, k), 0);
+  assert.equal(await leaveWaiters(redis, k, 'w2'), 0);
   assert.equal(await redis.exists(k), 0);
-  await joinWaiters(redis, k, 100);
+  await joinWaiters(redis, k, 'w3', 100);
   await new Promise(r => setTimeout(r, 250));
   assert.equal(await countWaiters(redis, k), 0);
+});
+
+test('a join or a leave that reaches Redis twice counts once; each waiter expires on its own, and the key with the last', async () => {
+  const k = keys.waiters('p', 'b'.repeat(64));
+  assert.equal(await joinWaiters(redis, k, 'w1', 60_000), 1);
+  assert.equal(await joinWaiters(redis, k, 'w1', 60_000), 1, 'a repeated join');
+  assert.equal(await joinWaiters(redis, k, 'w2', 60_000), 2);
+  assert.equal(await leaveWaiters(redis, k, 'w1'), 1);
+  assert.equal(await leaveWaiters(redis, k, 'w1'), 1, 'a repeated leave does not count the other waiter out');
+  assert.equal(await countWaiters(redis, k), 1);
+  // A repeated join with a shorter wait keeps the longer one.
+  assert.equal(await joinWaiters(redis, k, 'w2', 100), 1);
+  await new Promise(r => setTimeout(r, 250));
+  assert.equal(await countWaiters(redis, k), 1, 'w2 still waits');
+  // The key lives as long as its latest waiter (and no longer): a waiter of a dead proxy drops out alone.
+  assert.equal(await joinWaiters(redis, k, 'short', 300), 2);
+  const ttl = await redis.pttl(k);
+  assert.ok(ttl > 59_000 && ttl <= 60_000, `ttl ${ttl}`);
+  await new Promise(r => setTimeout(r, 450));
+  assert.equal(await countWaiters(redis, k), 1, 'the expired waiter no longer counts');
+  assert.equal(await leaveWaiters(redis, k, 'w2'), 0, 'nor keeps the key alive');
+  assert.equal(await redis.exists(k), 0);
+  await joinWaiters(redis, k, 'w4', 200);
+  const short = await redis.pttl(k);
+  assert.ok(short > 0 && short <= 200, `ttl ${short}`);
+  await new Promise(r => setTimeout(r, 300));
+  assert.equal(await redis.exists(k), 0, 'the key expired with its last waiter');
 });
 
 test('cache stats count entries per plugin, and purge selects by app, by plugin, or all', async () => {

@@ -13,6 +13,7 @@ import type { Redis } from 'ioredis';
 import { publishCancel } from '../../cmp/queue/cancel.js';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import { newResultId, type JobData } from '../../cmp/queue/job-contract.js';
+import { joinWaiters } from '../../cmp/queue/waiters.js';
 import { TEST_SIGNING_KEY, type Distributed } from '../helpers/distributed.js';
 import type { CmpTestClient } from '../helpers/grpc-client.js';
 import { tarballOf } from '../helpers/repo.js';
@@ -115,7 +116,7 @@ describe('Redis writers without the signing key', () => {
       const data = done.data as JobData;
       assert.equal(done.id, data.resultId);
       // The attacker also makes the worker believe somebody waits.
-      await redis.incrby(keys.waiters(QUEUE, data.waitId), 5);
+      await joinWaiters(redis, keys.waiters(QUEUE, data.waitId), 'attacker', 60_000);
       const copy = await queue.add('generate', data, { jobId: newResultId() });
       await until(async () => (await copy.getState()) === 'failed', 10_000, 'the copy to fail');
       assert.match((await queue.getJob(copy.id!))!.failedReason, /job rejected by the worker: job data belongs to job/);
