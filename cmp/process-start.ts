@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { compileOptions, DEFAULT_CONFIG_DIR } from './config/options.js';
+import { CACHE_ANNOTATION, cacheMode, compileOptions, DEFAULT_CONFIG_DIR, forPlugin } from './config/options.js';
 import { readPluginConfig } from './config/plugin-config.js';
 import { pluginBaseEnv } from './exec/env.js';
 import { createLogger, type Logger } from './log.js';
@@ -50,7 +50,9 @@ export async function startProcess(
   const options = compileOptions(env, { configDirPath: values['config-dir-path'].replace(/\/+$/, ''), role });
   check(options);
   const config = await readPluginConfig(options.configDirPath);
-  return { log, engine: { config, options, baseEnv: pluginBaseEnv(process.env) } };
+  const own = forPlugin(options, config.metadata.annotations);
+  if (own !== options) log.info({ annotation: CACHE_ANNOTATION, value: config.metadata.annotations[CACHE_ANNOTATION] }, `cache: ${cacheMode(own)} for this plugin (its plugin.yaml annotation ${CACHE_ANNOTATION})`);
+  return { log, engine: { config, options: own, baseEnv: pluginBaseEnv(process.env) } };
 }
 
 /**

@@ -7,6 +7,7 @@ import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-sta
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
 import { shutdownTracing } from '../cmp/observe/tracing.js';
+import { checkRecorder } from '../cmp/trace/tracer-probe.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
 import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
@@ -55,6 +56,9 @@ export async function runProxy(argv: string[]): Promise<number> {
     : new LocalDispatcher(engine);
   // Standalone: find out now whether cmp-reap works, not in the first request's path.
   if (!options.redis) void usableReaper();
+  // Standalone: this process runs the traced commands. Whether the recorder works is found out
+  // while the socket comes up and said once, before serving (an early request waits for the same probe).
+  const recorderChecked = options.redis ? undefined : checkRecorder(engine, log);
   if (dispatcher instanceof QueueDispatcher && !(await dispatcher.waitReady(options.redis!.timeoutMs))) {
     log.warn('Redis is not reachable yet; requests fail with UNAVAILABLE until it is');
   }
@@ -94,6 +98,7 @@ export async function runProxy(argv: string[]): Promise<number> {
       ...(options.cache.traced ? { paths: dispatcher.paths, token: options.dashboardToken } : {}),
     }),
   );
+  await recorderChecked;
   log.info(
     options.redis
       ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix }

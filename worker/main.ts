@@ -61,6 +61,8 @@ export async function runWorker(argv: string[]): Promise<number> {
     pool.extractPool.warm();
     // Find out now whether cmp-reap works, not in the first job's path.
     void reaper.usableReaper();
+    // The traced commands run here too: whether the recorder works is said once, at start.
+    await (await import('../cmp/trace/tracer-probe.js')).checkRecorder(engine, log);
     log.warn('plugin commands run inside the worker (CMP_OFFLOAD_RUNNER_SOCKET=in-process): they can read its Redis URL and signing key; trust every repository or use a runner');
   }
   const ro = options.redis!;

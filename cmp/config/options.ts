@@ -298,6 +298,37 @@ function keeperOptions(env: Env): KeeperOptions {
   };
 }
 
+/**
+ * The plugin.yaml annotation (`metadata.annotations`; Argo CD ignores unknown annotations) by
+ * which one plugin opts out of CMP_OFFLOAD_CACHE's mode: `on` keeps it on the content cache
+ * (no read recording), `off` turns its cache off, `traced` changes nothing. It only lowers
+ * the mode (off < on < traced), never raises it.
+ */
+export const CACHE_ANNOTATION = 'cmp-offload.io/cache';
+
+const CACHE_LEVELS = ['off', 'on', 'traced'] as const;
+
+/**
+ * The options for one plugin: CMP_OFFLOAD_CACHE lowered by the plugin's {@link CACHE_ANNOTATION}.
+ * The proxy, its workers and their runners read the same plugin.yaml (a different one is
+ * refused as version skew), so they agree on it without a setting on each: the worker asks its
+ * runner to record reads only when the proxy keys by them. A bad value stops the process.
+ */
+export function forPlugin(options: Options, annotations: Readonly<Record<string, string>>): Options {
+  const raw = annotations[CACHE_ANNOTATION];
+  if (raw === undefined) return options;
+  const cap = CACHE_LEVELS.indexOf(raw as (typeof CACHE_LEVELS)[number]);
+  if (cap < 0) throw new OptionsError(`invalid value ${JSON.stringify(raw)} for the plugin.yaml annotation ${CACHE_ANNOTATION}: expected one of ${CACHE_LEVELS.join(', ')}`);
+  const current = CACHE_LEVELS.indexOf(cacheMode(options));
+  if (cap >= current) return options;
+  return deepFreeze({ ...options, cache: { ...options.cache, enabled: cap > 0, traced: cap === 2 } });
+}
+
+/** The cache mode options stand for, as CMP_OFFLOAD_CACHE spells it. */
+export function cacheMode(options: Options): (typeof CACHE_LEVELS)[number] {
+  return !options.cache.enabled ? 'off' : options.cache.traced ? 'traced' : 'on';
+}
+
 function redisOptions(env: Env): RedisOptions | undefined {
   const url = env.CMP_OFFLOAD_REDIS_URL;
   if (url === undefined || url === '') return undefined;

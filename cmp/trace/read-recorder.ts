@@ -1,11 +1,13 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { accessSync, constants as fsConstants, createReadStream, statSync } from 'node:fs';
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { TraceRecords, type RawReads } from './trace-records.js';
+import { BUILT_TRACER, recorderProblem } from './tracer-probe.js';
+
+export { BUILT_TRACER };
 
 /** The traced cache's recorder settings (CMP_OFFLOAD_TRACE*). */
 export interface TraceOptions {
@@ -18,9 +20,6 @@ export interface TraceOptions {
   /** CMP_OFFLOAD_TRACE_MAX_BYTES: trace output one command may write before its record is given up. */
   maxTraceBytes: number;
 }
-
-/** cmp-trace as `npm run build` compiles it, next to this module. */
-export const BUILT_TRACER = fileURLToPath(new URL('./cmp-trace', import.meta.url));
 
 /**
  * What a run read under its work dir, relative to it (`''` is the work dir itself), or why
@@ -38,23 +37,9 @@ export interface TracedSpawn {
   argv0: string;
 }
 
-const probes = new Map<string, Promise<boolean>>();
-
-/**
- * Whether the tracer works here (built, seccomp user notifications permitted). Asked once
- * per binary and process: a tracer that cannot work would otherwise turn every plugin run
- * into its own error.
- */
-export function tracerWorks(tracer: string, env: NodeJS.ProcessEnv): Promise<boolean> {
-  let p = probes.get(tracer);
-  if (!p) {
-    p = new Promise(resolve => {
-      // Node itself as the traced command: the one binary every image has.
-      execFile(tracer, ['--cpus=all', '/dev/null', '100', process.execPath, 'node', '-e', ''], { env, timeout: 10_000 }, err => resolve(!err));
-    });
-    probes.set(tracer, p);
-  }
-  return p;
+/** Whether the tracer works here (see probeTracer; asked once per binary and process). */
+export async function tracerWorks(tracer: string, env: NodeJS.ProcessEnv): Promise<boolean> {
+  return (await recorderProblem(tracer, env, os.tmpdir())) === undefined;
 }
 
 /**
@@ -72,16 +57,17 @@ export class ReadRecorder {
     private readonly opts: TraceOptions,
     private readonly tracer: string,
     private readonly workDir: string,
-    usable: boolean,
+    problem: string | undefined,
   ) {
-    if (!usable) this.incomplete = `the tracer ${tracer} is not usable here`;
+    if (problem) this.incomplete = `the read recorder cannot work here: ${problem}`;
   }
 
   /** A recorder for the work dir `workDir` (resolved to its real path, as the tracer reports paths). */
   static async start(opts: TraceOptions, workDir: string, env: NodeJS.ProcessEnv): Promise<ReadRecorder> {
     const tracer = opts.tracer || BUILT_TRACER;
-    const usable = await tracerWorks(tracer, env);
-    return new ReadRecorder(opts, tracer, await fs.realpath(workDir), usable);
+    // Probed at start where commands run (checkRecorder); else here, once.
+    const problem = await recorderProblem(tracer, env, path.dirname(workDir));
+    return new ReadRecorder(opts, tracer, await fs.realpath(workDir), problem);
   }
 
   /**

@@ -5,11 +5,10 @@ import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { startDistributed } from '../helpers/distributed.js';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
-import { scrape } from '../helpers/metrics.js';
-import { checkout, countRuns, generateApp, KUSTOMIZE_LIKE, monorepoFiles } from '../helpers/monorepo.js';
+import { countRuns } from '../helpers/monorepo.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
-import { freePort } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
+import { unrelatedChange } from '../helpers/unrelated-change.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { MODES, startCmp, type CmpServer, type Mode } from './harness.js';
 
@@ -118,42 +117,18 @@ for (const mode of MODES) {
   });
 
   describe(`CMP_OFFLOAD_TRACE_MAX_BYTES (${mode})`, () => {
-    /**
-     * A traced server: the app reads apps/a01/ only, so a change to README.md is unrelated. With
-     * a complete record that change is a traced hit; with the record given up (fallback) only
-     * the whole-tree key holds the result, which the change misses: the plugin runs again.
-     */
-    async function unrelatedChange(env: Record<string, string>) {
-      const port = await freePort();
-      const server = await startCmp(mode, {
-        pluginYaml: pluginYaml('tracebytes', KUSTOMIZE_LIKE),
-        socketName: 'tracebytes.sock',
-        env: { CMP_OFFLOAD_CACHE: 'traced', ...env },
-        proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}` },
-      });
-      return withServer(server, async client => {
-        const counter = counterFile();
-        const dir = path.join(work, `repo-${++serial}`);
-        const files = monorepoFiles(3);
-        const ok = async (tgz: Buffer) => {
-          const out = await generateApp(client, tgz, 'a01', 1, counter);
-          assert.ok('value' in out && out.value.manifests.includes('{"replicas":1,"src":"config.yaml"}'), JSON.stringify(out));
-        };
-        await ok(await checkout(dir, files));
-        files['README.md'] = 'changed, and read by no plugin\n';
-        await ok(await checkout(dir, files));
-        const m = await scrape(port);
-        const traced = (result: string) => m.get(`cmp_offload_traced_cache_total{result="${result}"}`) ?? 0;
-        return { runs: countRuns(counter).length, hit: traced('hit'), miss: traced('miss'), fallback: traced('fallback') };
-      });
+    /** Runs and traced-cache counters for a change no plugin reads (see unrelatedChange). */
+    async function counts(env: Record<string, string>) {
+      const { runs, miss, hit, fallback } = await unrelatedChange(mode, work, { env: { CMP_OFFLOAD_CACHE: 'traced', ...env } });
+      return { runs, miss, hit, fallback };
     }
 
     test('the default limit records: a change to an unread file is a traced hit', async () => {
-      assert.deepEqual(await unrelatedChange({}), { runs: 1, miss: 1, hit: 1, fallback: 0 });
+      assert.deepEqual(await counts({}), { runs: 1, miss: 1, hit: 1, fallback: 0 });
     });
 
     test('a tiny limit gives the record up: every run is a fallback and the unrelated change runs again', async () => {
-      assert.deepEqual(await unrelatedChange({ CMP_OFFLOAD_TRACE_MAX_BYTES: '16' }), { runs: 2, miss: 0, hit: 0, fallback: 2 });
+      assert.deepEqual(await counts({ CMP_OFFLOAD_TRACE_MAX_BYTES: '16' }), { runs: 2, miss: 0, hit: 0, fallback: 2 });
     });
   });
 }

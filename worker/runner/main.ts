@@ -5,6 +5,7 @@ import { terminateAll } from '../../cmp/exec/process-groups.js';
 import { usableReaper } from '../../cmp/exec/reaper.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../../cmp/process-start.js';
 import { extractPool } from '../../cmp/tar/extract-pool.js';
+import { checkRecorder } from '../../cmp/trace/tracer-probe.js';
 import { serveRunner } from './serve.js';
 
 /**
@@ -55,6 +56,9 @@ export async function runRunner(argv: string[]): Promise<number> {
   extractPool.warm();
   // Find out now whether cmp-reap works, not in the first request's path.
   void usableReaper();
+  // The traced commands run here: whether the recorder works is found out while the socket
+  // comes up and said once, before ready (an early request waits for the same probe).
+  const recorderChecked = checkRecorder(engine, log);
   let server;
   try {
     server = await serveRunner(socketPath, { engine, specDigest: pluginSpecDigest(engine.config), log });
@@ -62,6 +66,7 @@ export async function runRunner(argv: string[]): Promise<number> {
     process.stderr.write(`cmp-offload runner cannot listen on ${socketPath} (CMP_OFFLOAD_RUNNER_SOCKET): ${(err as Error).message}\n`);
     return 1;
   }
+  await recorderChecked;
   log.info({ socket: socketPath, plugin: engine.config.metadata.name }, 'runner ready');
 
   await stopSignal;

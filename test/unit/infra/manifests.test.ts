@@ -270,6 +270,27 @@ test('the runner container holds no credential, shares only the socket with the 
   assert.equal(ro.http, undefined, 'the runner listens on no port');
 });
 
+test('where plugin commands run (runner, sidecar), the traced cache\'s recorder keeps working under RuntimeDefault and the restricted Pod Security Standard', () => {
+  // The recorder needs no capability and no privilege: only what restricted allows. What breaks it
+  // is a profile other than RuntimeDefault, an added capability (restricted forbids them all but
+  // NET_BIND_SERVICE), or a setting that moves the recorder away or turns the cache mode down.
+  const workerPod = worker().spec.template.spec;
+  const repoPod = patchedRepoServer().spec.template.spec;
+  for (const [name, pod, c] of [['runner', workerPod, runner()], ['sidecar', repoPod, sidecar()]] as const) {
+    const profile = c.securityContext?.seccompProfile ?? pod.securityContext?.seccompProfile;
+    assert.equal(profile?.type, 'RuntimeDefault', `${name}: seccomp profile`);
+    assert.equal(c.securityContext.allowPrivilegeEscalation, false, `${name}: no_new_privs (cmp-trace sets it too)`);
+    assert.deepEqual(c.securityContext.capabilities.drop, ['ALL'], name);
+    assert.equal(c.securityContext.capabilities.add, undefined, `${name}: no capability added (not CAP_SYS_PTRACE either)`);
+    assert.equal(c.securityContext.runAsNonRoot ?? pod.securityContext?.runAsNonRoot, true, name);
+    assert.notEqual(c.securityContext.privileged, true, name);
+    for (const setting of ['CMP_OFFLOAD_CACHE', 'CMP_OFFLOAD_TRACER']) assert.ok(!(setting in envOf(c)), `${name} sets ${setting}`);
+    // The probe's temp dir and the trace files live beside the work root: a writable /tmp.
+    assert.ok(c.volumeMounts.some((m: Obj) => m.mountPath === '/tmp'), `${name}: writable /tmp`);
+  }
+  assert.equal(pluginConfig().metadata.annotations?.['cmp-offload.io/cache'], undefined, 'the example plugin keeps the default');
+});
+
 test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritized + delayed + active', () => {
   const so = one('base/worker-scaledobject.yaml', 'ScaledObject');
   const queue = queueNameOf(socketFileName(pluginConfig()));
