@@ -27,7 +27,7 @@ export interface Options {
   /** CMP_OFFLOAD_CONCURRENCY: plugin runs at once in this process. */
   concurrency: number;
   cache: {
-    /** CMP_OFFLOAD_CACHE: `on` (content cache), `traced` (input-traced, see README) or `off`. */
+    /** CMP_OFFLOAD_CACHE: `traced` (input-traced, the default, see README), `on` (content cache only) or `off`. */
     enabled: boolean;
     /** CMP_OFFLOAD_CACHE=traced: generate results are also keyed by the inputs their run read. */
     traced: boolean;
@@ -234,6 +234,9 @@ type Env = Record<string, string | undefined>;
  */
 export function compileOptions(env: Env, flags: { configDirPath?: string; role?: keyof typeof DEFAULT_HTTP_ADDR } = {}): Options {
   const maxMessageBytes = argoMaxMessageBytes(env.ARGOCD_GRPC_MAX_SIZE_MB);
+  // traced by default (README, "The default, and what recording costs"); a process where the
+  // recorder cannot work runs as `on` (cmp/trace/tracer-probe.ts).
+  const cacheSetting = oneOf(env, 'CMP_OFFLOAD_CACHE', ['on', 'traced', 'off'], 'traced');
   const options: Options = {
     configDirPath: flags.configDirPath ?? DEFAULT_CONFIG_DIR,
     socketDir: env.ARGOCD_PLUGINSOCKFILEPATH || DEFAULT_SOCKET_DIR,
@@ -243,8 +246,8 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     execFatalTimeoutMs: argoDuration(env.ARGOCD_EXEC_FATAL_TIMEOUT, 10_000),
     concurrency: integer(env, 'CMP_OFFLOAD_CONCURRENCY', Math.max(1, os.availableParallelism()), 1),
     cache: {
-      enabled: oneOf(env, 'CMP_OFFLOAD_CACHE', ['on', 'traced', 'off'], 'on') !== 'off',
-      traced: env.CMP_OFFLOAD_CACHE === 'traced',
+      enabled: cacheSetting !== 'off',
+      traced: cacheSetting === 'traced',
       revision: oneOf(env, 'CMP_OFFLOAD_CACHE_REVISION', ['auto', 'always'], 'auto'),
       trace: {
         tracer: env.CMP_OFFLOAD_TRACER ?? '',

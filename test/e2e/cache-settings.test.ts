@@ -89,7 +89,8 @@ for (const mode of MODES) {
       // after the first answer (the entry was stored before that answer). A warm-up request
       // (another key) first, so that a cold process does not eat into the TTL.
       const TTL_MS = 5000;
-      const server = await startCmp(mode, { pluginYaml: PADDED('ttl'), socketName: 'ttl.sock', env: { CMP_OFFLOAD_CACHE_TTL: '5s' } });
+      // The content cache's entries (one per run; a traced run adds a second, see the traced tests).
+      const server = await startCmp(mode, { pluginYaml: PADDED('ttl'), socketName: 'ttl.sock', env: { CMP_OFFLOAD_CACHE: 'on', CMP_OFFLOAD_CACHE_TTL: '5s' } });
       await withServer(server, async client => {
         const counter = counterFile();
         const tgz = await tarballOf({ 'f.txt': 'ttl' });
@@ -137,7 +138,8 @@ describe('CMP_OFFLOAD_CACHE_MAX_BYTES (standalone in-memory cache)', () => {
   // Each small answer is one ~800-character manifest, counted by the cache as ~1.7 KB (two
   // bytes a character plus overheads): three fit under 6000, a fourth does not. The big
   // answer alone exceeds the cap.
-  const CAP = { CMP_OFFLOAD_CACHE_MAX_BYTES: '6000' };
+  // The content cache's budget: one entry per answer (a traced run stores it under a second key too).
+  const CAP = { CMP_OFFLOAD_CACHE: 'on', CMP_OFFLOAD_CACHE_MAX_BYTES: '6000' };
   const SMALL = 750;
   const BIG = 3500;
   const standalone: Mode = 'standalone';
@@ -184,7 +186,8 @@ describe('CMP_OFFLOAD_CACHE_SALT (distributed: proxies sharing one Redis)', { sk
       pluginYaml: PADDED('salted'),
       socketName: 'salted.sock',
       workers: 1,
-      env: { CMP_OFFLOAD_CACHE_SALT: 'image-1' },
+      // The content cache's entries (one per run), shared by salt.
+      env: { CMP_OFFLOAD_CACHE: 'on', CMP_OFFLOAD_CACHE_SALT: 'image-1' },
     });
     const clients: CmpTestClient[] = [];
     try {

@@ -52,7 +52,8 @@ for (const mode of MODES) {
         startCmp(mode, {
           pluginYaml: pluginYaml('real-traced', spec),
           socketName: 'real-traced.sock',
-          env: { CMP_OFFLOAD_CACHE: 'traced', CMP_OFFLOAD_HTTP_ADDR: 'off' },
+          // The default cache mode: traced.
+          env: { CMP_OFFLOAD_HTTP_ADDR: 'off' },
           proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}` },
           workers: 1,
         }),

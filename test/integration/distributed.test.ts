@@ -215,8 +215,12 @@ describe('distributed mode', () => {
     await client.generate(generateCall(tgz, { TAG: 'purge' }, { appName: 'purge-me' }));
     const stats = await run(process.execPath, [BIN, 'cache', 'stats'], { env });
     assert.match(stats.stdout, /^cache entries: [1-9]\d* \(\d+ bytes\)\n {2}plugin qtest: \d+\n/);
+    // One run's entries: its whole-tree entry and, with the default traced cache, its traced one.
+    const entries = (await redis.keys(`${PREFIX}:out:*:purge-me:*`)).length;
+    assert.equal(entries, 2);
     const byApp = await run(process.execPath, [BIN, 'cache', 'purge', '--app', 'purge-me'], { env });
-    assert.equal(byApp.stdout, 'purged 1 cache entries\n');
+    assert.equal(byApp.stdout, `purged ${entries} cache entries\n`);
+    assert.deepEqual(await redis.keys(`${PREFIX}:out:*:purge-me:*`), []);
     await client.generate(generateCall(tgz, { TAG: 'purge' }, { appName: 'purge-me' }));
     assert.equal(startsOf(markers, 'purge').length, 2, 'a purged entry is computed again');
     const all = await run(process.execPath, [BIN, 'cache', 'purge', '--all'], { env });

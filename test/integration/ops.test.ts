@@ -94,7 +94,8 @@ describe('operations: standalone proxy', () => {
     assert.equal(m.get('cmp_offload_ingested_bytes_total'), 2 * tgz.length);
     assert.equal(m.get('cmp_offload_cache_lookups_total{result="miss"}'), 1);
     assert.equal(m.get('cmp_offload_cache_lookups_total{result="hit"}'), 1);
-    assert.ok(m.get('cmp_offload_cache_bytes')! > 0 && m.get('cmp_offload_cache_entries') === 1);
+    // One run stored under two keys: the whole-tree entry and, with the default traced cache, the traced one.
+    assert.ok(m.get('cmp_offload_cache_bytes')! > 0 && m.get('cmp_offload_cache_entries') === 2, `${m.get('cmp_offload_cache_entries')} entries`);
     assert.ok(m.get('cmp_offload_cache_stored_bytes_total')! > 0);
     for (const stage of ['ingest', 'lookup', 'respond']) assert.equal(m.get(`cmp_offload_stage_duration_seconds_count{stage="${stage}"}`), 2, stage);
     for (const stage of ['extract', 'exec', 'split']) assert.equal(m.get(`cmp_offload_stage_duration_seconds_count{stage="${stage}"}`), 1, stage);

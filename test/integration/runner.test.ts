@@ -341,7 +341,9 @@ async function withLyingRunner(name: string, workerEnv: Record<string, string>, 
 }
 
 test('a runner answer that is garbage, oversized or of the wrong shape is never relayed as the result', async () => {
-  await withLyingRunner('fake', {}, async ({ client, worker, tgz }) => {
+  // A worker on the content cache asks its runner for no read record: the \`reads\` lie is reads
+  // nobody asked for (with the traced default every generate asks for them).
+  await withLyingRunner('fake', { CMP_OFFLOAD_CACHE: 'on' }, async ({ client, worker, tgz }) => {
     // The fake works: an honest answer and a plugin failure come through as they are.
     assert.deepEqual(await client.generate(call(tgz, { LIE: 'honest' })), { value: { manifests: ['{"honest":1}'], sourceType: '' } });
     assert.deepEqual(await client.generate(call(tgz, { LIE: 'failure' })), { code: Status.INVALID_ARGUMENT, details: 'the plugin said no' });

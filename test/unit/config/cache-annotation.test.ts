@@ -39,3 +39,9 @@ test('an annotation value other than off, on or traced stops the process with a 
     );
   }
 });
+
+test('CMP_OFFLOAD_CACHE defaults to traced; the annotation lowers the default like an explicit setting', () => {
+  assert.equal(modeOf(undefined, undefined), 'traced');
+  assert.equal(modeOf(undefined, 'on'), 'on');
+  assert.equal(modeOf(undefined, 'off'), 'off');
+});
