@@ -57,7 +57,8 @@ export async function runProxy(argv: string[]): Promise<number> {
   // Standalone: find out now whether cmp-reap works, not in the first request's path.
   if (!options.redis) void usableReaper();
   // Standalone: this process runs the traced commands. Whether the recorder works is found out
-  // while the socket comes up and said once, before serving (an early request waits for the same probe).
+  // in the background and said once; 'serving' does not wait for it (it means the socket accepts),
+  // and an early traced request waits for the same probe.
   const recorderChecked = options.redis ? undefined : checkRecorder(engine, log);
   if (dispatcher instanceof QueueDispatcher && !(await dispatcher.waitReady(options.redis!.timeoutMs))) {
     log.warn('Redis is not reachable yet; requests fail with UNAVAILABLE until it is');
@@ -98,7 +99,6 @@ export async function runProxy(argv: string[]): Promise<number> {
       ...(options.cache.traced ? { paths: dispatcher.paths, token: options.dashboardToken } : {}),
     }),
   );
-  await recorderChecked;
   log.info(
     options.redis
       ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix }
@@ -120,6 +120,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   }
   await terminateAll(5_000);
   await Promise.allSettled([...inflight]);
+  await recorderChecked; // its probe command is ours to wait for (bounded by the probe's 10 s)
   await dispatcher.close();
   await shutdownTracing().catch(() => {});
   await (await http)?.close().catch(() => {});

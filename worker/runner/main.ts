@@ -56,8 +56,8 @@ export async function runRunner(argv: string[]): Promise<number> {
   extractPool.warm();
   // Find out now whether cmp-reap works, not in the first request's path.
   void usableReaper();
-  // The traced commands run here: whether the recorder works is found out while the socket
-  // comes up and said once, before ready (an early request waits for the same probe).
+  // The traced commands run here: whether the recorder works is found out in the background and
+  // said once; 'runner ready' does not wait for it (an early request waits for the same probe).
   const recorderChecked = checkRecorder(engine, log);
   let server;
   try {
@@ -66,13 +66,13 @@ export async function runRunner(argv: string[]): Promise<number> {
     process.stderr.write(`cmp-offload runner cannot listen on ${socketPath} (CMP_OFFLOAD_RUNNER_SOCKET): ${(err as Error).message}\n`);
     return 1;
   }
-  await recorderChecked;
   log.info({ socket: socketPath, plugin: engine.config.metadata.name }, 'runner ready');
 
   await stopSignal;
 
   await server.close(options.shutdownGraceMs);
   await terminateAll(5_000);
+  await recorderChecked; // its probe command is ours to wait for (bounded by the probe's 10 s)
   await fs.rm(options.workRoot, { recursive: true, force: true }).catch(() => {});
   await fs.rm(socketPath, { force: true }).catch(() => {});
   log.info('stopped');
