@@ -281,15 +281,23 @@ static void on_syscall(pid_t pid, const struct seccomp_data *call) {
   }
 }
 
-/* Answer one notification: record it (when `recording`) and let the syscall run. */
+/* Answer one notification: record it (when `recording`) and let the syscall run. io_uring_setup
+ * is refused with ENOSYS instead: a ring would read files without syscalls we see, and every
+ * user of it we know (libuv, hence Node >= 22; liburing callers) falls back to plain syscalls,
+ * as under container runtimes whose seccomp profile already blocks io_uring. */
 static void serve(int listener, int recording) {
   struct seccomp_notif req;
   struct seccomp_notif_resp resp;
   memset(&req, 0, sizeof req);
   if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req)) return;
-  if (recording) on_syscall((pid_t)req.pid, &req.data);
   memset(&resp, 0, sizeof resp);
   resp.id = req.id;
+  if (req.data.arch == NATIVE_ARCH && req.data.nr == SYS_io_uring_setup) {
+    resp.error = -ENOSYS;
+    ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    return;
+  }
+  if (recording) on_syscall((pid_t)req.pid, &req.data);
   resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
   /* ENOENT: the call was interrupted or its task died meanwhile. */
   ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);

@@ -142,3 +142,15 @@ test('CMP_OFFLOAD_TRACE_CPUS=one runs a traced command and its children on one C
     assert.equal((await run(dir, '', 'sh -c nproc', { cpus: 'all' })).result, all);
   });
 });
+
+test('io_uring_setup is refused with ENOSYS: node (libuv) falls back to plain syscalls and the record stays complete', async () => {
+  // UV_USE_IO_URING=1 makes Node 20's libuv set up a ring at start, as Node 24's does by itself;
+  // a ring would read files without syscalls the tracer sees, so it must never come up.
+  await inWorkDir({ 'app/values.yaml': 'a: 1\n' }, async dir => {
+    const script = `UV_USE_IO_URING=1 "${process.execPath}" -e "process.stdout.write(require('fs').readFileSync('values.yaml', 'utf8'))"`;
+    const { result, reads } = await run(dir, 'app', script);
+    assert.equal(result.trim(), 'a: 1');
+    const r = complete(reads);
+    assert.ok(r.touched.includes('app/values.yaml'), JSON.stringify(r.touched));
+  });
+});
