@@ -30,6 +30,9 @@ export interface JobWaiterOptions {
   getJob: (jobId: string) => Promise<Job | undefined>;
   /** The Redis key of a job's hash (BullMQ's `queue.toKey(id)`). */
   jobKey: (jobId: string) => Promise<string>;
+  /** The queue's events stream (BullMQ's `queue.keys.events`) and its bounded length. */
+  eventsKey: () => Promise<string>;
+  eventsMaxLen: number;
   events: QueueEvents;
   redis: RedisClient;
   /**
@@ -85,7 +88,7 @@ export class JobWaiter {
     let end: JobEnd | undefined;
     try {
       const job = await this.o.getJob(jobId);
-      if (!job) end = { state: 'vanished' };
+      if (!job) end = (await this.removedEventOf(jobId)) ? { state: 'removed' } : { state: 'vanished' };
       else if (job.finishedOn && job.failedReason !== undefined && (await job.isFailed())) {
         end = { state: 'failed', reason: job.failedReason };
       } else if (job.finishedOn && (await job.isCompleted())) {
@@ -97,6 +100,25 @@ export class JobWaiter {
       return; // Redis trouble: the readiness tick reports it.
     }
     if (end) this.fire(jobId, end);
+  }
+
+  /**
+   * Whether the events stream tells that the job was removed. BullMQ writes that event in the
+   * same script that deletes the record, so a record found gone may only be called vanished once
+   * the stream has been read up to now: the 'removed' event may still be on its way to our
+   * QueueEvents. One bounded read (the stream is capped), only for a job found gone.
+   */
+  private async removedEventOf(jobId: string): Promise<boolean> {
+    const entries = await this.o.redis.xrevrange(await this.o.eventsKey(), '+', '-', 'COUNT', this.o.eventsMaxLen);
+    return entries.some(([, fields]) => {
+      let event: string | undefined;
+      let id: string | undefined;
+      for (let i = 0; i + 1 < fields.length; i += 2) {
+        if (fields[i] === 'event') event = fields[i + 1];
+        else if (fields[i] === 'jobId') id = fields[i + 1];
+      }
+      return event === 'removed' && id === jobId;
+    });
   }
 
   /**

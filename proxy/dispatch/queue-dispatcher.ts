@@ -97,6 +97,9 @@ export class QueueDispatcher implements Dispatcher {
     this.waiter = new JobWaiter({
       getJob: async jobId => (await this.getQueue()).getJob(jobId),
       jobKey: async jobId => (await this.getQueue()).toKey(jobId),
+      eventsKey: async () => (await this.getQueue()).keys.events!,
+      // MAXLEN is approximate (~): Redis may keep up to one node more than asked.
+      eventsMaxLen: 2 * EVENTS_MAX_LEN,
       events: this.events,
       redis: this.redis,
       // A Redis restart or failover within the Redis timeout is waited out, then the jobs are looked at.

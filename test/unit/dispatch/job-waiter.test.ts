@@ -30,9 +30,16 @@ async function advance(ms: number): Promise<void> {
 function bed(n: number, graceMs = 2_000) {
   const records = new Set<string>();
   const key = (id: string) => `{p}:q:${id}`;
-  const stats = { pipelines: 0, hmgets: 0, getJobs: [] as string[] };
+  const stats = { pipelines: 0, hmgets: 0, getJobs: [] as string[], streamReads: 0 };
+  /** The queue's events stream, newest last, as BullMQ writes it. */
+  const stream: [string, string[]][] = [];
   const redis = {
     status: 'ready',
+    async xrevrange(k: string, end: string, start: string, count: string, n: number) {
+      assert.deepEqual([k, end, start, count, n], ['{p}:q:events', '+', '-', 'COUNT', 4_000]);
+      stats.streamReads++;
+      return stream.slice(-n).reverse();
+    },
     pipeline() {
       stats.pipelines++;
       const keys: string[] = [];
@@ -53,6 +60,8 @@ function bed(n: number, graceMs = 2_000) {
       return records.has(key(id)) ? ({ finishedOn: undefined } as unknown as Job) : undefined;
     },
     jobKey: async id => key(id),
+    eventsKey: async () => '{p}:q:events',
+    eventsMaxLen: 4_000,
     events: new EventEmitter() as unknown as QueueEvents,
     redis: redis as unknown as RedisClient,
     graceMs,
@@ -63,7 +72,7 @@ function bed(n: number, graceMs = 2_000) {
     records.add(key(id));
     void waiter.wait(id).done.then(end => ends.set(id, end));
   }
-  return { waiter, records, key, stats, redis, ends };
+  return { waiter, records, key, stats, redis, ends, stream };
 }
 
 beforeEach(() => mock.timers.enable({ apis: ['setInterval', 'Date'] }));
@@ -107,4 +116,20 @@ test('an outage shorter than the grace is waited out and followed by a look at o
   assert.deepEqual([...c.ends.values()], [{ state: 'redis-down' }, { state: 'redis-down' }]);
   b.waiter.close();
   c.waiter.close();
+});
+
+test("a job found gone whose 'removed' event is in the stream but not yet delivered ends removed, not vanished", async () => {
+  const b = bed(3);
+  await settle();
+  // j0: removed by someone (BullMQ deletes the record and writes the event in one script);
+  // j1: gone with no event (flushed). The events never reach the waiter's QueueEvents here.
+  b.stream.push(['1-0', ['event', 'removed', 'jobId', 'j0x', 'prev', 'waiting']]);
+  b.stream.push(['2-0', ['event', 'removed', 'jobId', 'j0', 'prev', 'waiting']]);
+  b.stream.push(['3-0', ['event', 'completed', 'jobId', 'j1', 'returnvalue', '{}']]);
+  b.records.delete(b.key('j0'));
+  b.records.delete(b.key('j1'));
+  await advance(3_000);
+  assert.deepEqual(new Map(b.ends), new Map([['j0', { state: 'removed' }], ['j1', { state: 'vanished' }]]));
+  assert.equal(b.stats.streamReads, 2, 'the stream is read only for jobs found gone');
+  b.waiter.close();
 });
