@@ -30,7 +30,7 @@ import { pluginWritableTempDir } from '../helpers/runner-process.js';
  * and apps without a value (Argo refreshes them on every commit) are counted and reported.
  * CMP_OFFLOAD_DIFF_COMMITS / _SEED override the defaults.
  */
-const COMMITS = Number(process.env.CMP_OFFLOAD_DIFF_COMMITS ?? 200);
+const COMMITS = Number(process.env.CMP_OFFLOAD_DIFF_COMMITS ?? 100);
 const SEED = Number(process.env.CMP_OFFLOAD_DIFF_SEED ?? 20240611);
 const APPS = 50;
 const SPEC = `preserveFileMode: true\n${LAYERED_PLUGIN}`;
