@@ -394,7 +394,15 @@ describe('CMP_OFFLOAD_HTTP_ADDR=off', () => {
   function tcpSockets(pid: number): { port: number; listening: boolean }[] {
     const inodes = new Set<string>();
     for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
-      const m = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`, { encoding: 'utf8' }).toString());
+      let target: string;
+      try {
+        target = fs.readlinkSync(`/proc/${pid}/fd/${fd}`, 'utf8');
+      } catch (err) {
+        // Closed between the listing and the read (the proxy's own files come and go).
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        throw err;
+      }
+      const m = /^socket:\[(\d+)\]$/.exec(target);
       if (m) inodes.add(m[1]!);
     }
     const out: { port: number; listening: boolean }[] = [];

@@ -67,17 +67,25 @@ test('extracting a 20k-file tree: time against GNU tar -xzf', async t => {
     // Warm the worker pool so start-up is not measured.
     fs.mkdirSync(path.join(dir, 'warm'));
     await extractTgz(tgzPath, path.join(dir, 'warm'), { preserveFileMode: false, ...NO_LIMITS });
-    const ours = path.join(dir, 'ours');
-    const gnu = path.join(dir, 'gnu');
-    fs.mkdirSync(ours);
-    fs.mkdirSync(gnu);
-    let t0 = performance.now();
-    const res = await extractTgz(tgzPath, ours, { preserveFileMode: false, ...NO_LIMITS });
-    const oursMs = performance.now() - t0;
-    t0 = performance.now();
-    execFileSync('tar', ['-xzf', tgzPath, '-C', gnu]);
-    const gnuMs = performance.now() - t0;
-    assert.equal(res.files, 20_000);
+    // Best of 3, alternated: CI's other lane shares the two cores, and a busy moment can land on
+    // either side (one run measured 4.00x; quiet runs are near 1.5x).
+    let oursMs = Infinity;
+    let gnuMs = Infinity;
+    for (let i = 0; i < 3; i++) {
+      const ours = path.join(dir, `ours-${i}`);
+      const gnu = path.join(dir, `gnu-${i}`);
+      fs.mkdirSync(ours);
+      fs.mkdirSync(gnu);
+      let t0 = performance.now();
+      const res = await extractTgz(tgzPath, ours, { preserveFileMode: false, ...NO_LIMITS });
+      oursMs = Math.min(oursMs, performance.now() - t0);
+      assert.equal(res.files, 20_000);
+      t0 = performance.now();
+      execFileSync('tar', ['-xzf', tgzPath, '-C', gnu]);
+      gnuMs = Math.min(gnuMs, performance.now() - t0);
+      fs.rmSync(ours, { recursive: true });
+      fs.rmSync(gnu, { recursive: true });
+    }
     const ratio = oursMs / gnuMs;
     t.diagnostic(`extractTgz ${oursMs.toFixed(0)} ms, tar -xzf ${gnuMs.toFixed(0)} ms, ratio ${ratio.toFixed(2)}`);
     // The target is 1.5x; the bound here only catches regressions without flaking on busy machines.
