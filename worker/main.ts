@@ -199,8 +199,10 @@ export async function runWorker(argv: string[]): Promise<number> {
       blocking: workerConnection,
       prefix: ro.prefix,
       queue,
-      running: () => !stopping && worker.isRunning(),
-      ...(runnerSocket ? { runnerUp: () => runnerAccepts(runnerSocket, 1_000) } : {}),
+      // Paused because its runner is down, the worker is not ready for the runner's sake only; and
+      // the runner counts as up once fetching has resumed, not merely once its socket accepts.
+      running: () => !stopping && (worker.isRunning() || runnerDown),
+      ...(runnerSocket ? { runnerUp: async () => !runnerDown && (await runnerAccepts(runnerSocket, 1_000)) } : {}),
       ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
     }),
   );
