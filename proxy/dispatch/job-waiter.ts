@@ -122,8 +122,8 @@ export class JobWaiter {
   }
 
   /**
-   * Every job waited for, in one pipeline: the ones whose record is gone have vanished, the
-   * finished ones get the full look of `check` (their events were missed). The rest wait on.
+   * Every job waited for, in one pipeline: the ones whose record is gone or finished get the
+   * full look of `check` (removed or vanished; their events were missed). The rest wait on.
    */
   private async poll(): Promise<void> {
     const ids = [...this.waiting.keys()];
