@@ -183,6 +183,12 @@ describe('distributed mode through runners', () => {
       await until(() => log().includes('"msg":"job handed back to the queue, not run here"'), 20_000, 'the job to be handed back');
       assert.match(log(), /"why":"cmp-offload: runner at \S+: connection failed: (ECONNREFUSED|ENOENT)","msg":"job handed back to the queue, not run here"/);
       assert.equal(runsOf('down').length, 0);
+      // Paused for its runner, the worker is not ready for the runner's sake only, however long
+      // the runner stays down: BullMQ's isRunning() turns false once the paused fetch loop ends
+      // (its blocking fetch returns within drainDelay, 5 s), which must not add 'worker'.
+      for (const end = Date.now() + 7_000; Date.now() < end; await new Promise(r => setTimeout(r, 250))) {
+        assert.deepEqual(await getReady(workerPort), { status: 503, text: 'not ready: runner\n' });
+      }
       await w.restartRunner();
       await until(() => log().includes('the runner accepts connections again'), 20_000, 'the worker to fetch again');
       assert.deepEqual(await pending, { value: { manifests: ['{"kind":"ConfigMap","metadata":{"name":"down"}}'], sourceType: '' } });
