@@ -51,7 +51,7 @@ const FAULTS: Fault[] = ['master-kill', 'restart-empty', 'flushall', 'worker-kil
 /** Faults that need a replica to fail over to: only the Sentinel topology has one. */
 const SENTINEL_ONLY: Fault[] = ['lossy-failover'];
 
-const CALLS = REDUCED ? 120 : 500;
+const CALLS = REDUCED ? 60 : 500;
 const CONCURRENCY = REDUCED ? 16 : 40;
 const WORKERS = 3;
 const DEADLINE_MS = 30_000;
