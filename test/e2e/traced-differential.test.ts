@@ -28,11 +28,11 @@ import { pluginWritableTempDir } from '../helpers/runner-process.js';
  * answer changed must be refreshed by Argo CD's rule applied to that value and the commit's
  * changed files (no miss). Needless refreshes (the rule says refresh, the answer is the same)
  * and apps without a value (Argo refreshes them on every commit) are counted and reported.
- * CMP_OFFLOAD_DIFF_COMMITS / _SEED override the defaults (16 commits, ~4.5 s each here, keep CI
+ * CMP_OFFLOAD_DIFF_COMMITS / _SEED override the defaults (10 commits, ~4.5 s each here, keep CI
  * within its time; 50 and 200 are the longer walks the README's figures come from, for changes to
  * the recorder or the derivation).
  */
-const COMMITS = Number(process.env.CMP_OFFLOAD_DIFF_COMMITS ?? 16);
+const COMMITS = Number(process.env.CMP_OFFLOAD_DIFF_COMMITS ?? 10);
 const SEED = Number(process.env.CMP_OFFLOAD_DIFF_SEED ?? 20240611);
 const APPS = 50;
 const SPEC = `preserveFileMode: true\n${LAYERED_PLUGIN}`;
