@@ -88,7 +88,9 @@ test('children that outlive the command run on as without the tracer; the record
     assert.equal(daemon.result, 'ok');
     assert.ok(Date.now() - start < 2000, `the run waited ${Date.now() - start} ms for the daemon`);
     assert.equal(daemon.reads.complete, false);
-    for (let i = 0; i < 100 && !fs.existsSync(path.join(dir, 'b')); i++) await new Promise(r => setTimeout(r, 100));
+    // The shell creates b (empty) before cat writes to it: wait for the content, not the file.
+    const written = () => fs.existsSync(path.join(dir, 'b')) && fs.readFileSync(path.join(dir, 'b'), 'utf8') !== '';
+    for (let i = 0; i < 100 && !written(); i++) await new Promise(r => setTimeout(r, 100));
     assert.equal(fs.readFileSync(path.join(dir, 'b'), 'utf8'), 'a', 'the daemon\'s own reads and writes worked');
     const pid = Number(fs.readFileSync(path.join(dir, 'up'), 'utf8'));
     if (existsSync(BUILT_REAPER)) {
