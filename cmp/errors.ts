@@ -147,6 +147,16 @@ export const OUR_ERRORS = {
       `cmp-offload: plugin configuration mismatch between worker and runner: the worker's plugin.yaml has spec digest ` +
       `${workerDigest}, the runner's has ${runnerDigest}; mount the same plugin.yaml in both containers`,
   },
+  gitCredsUnanswered: {
+    code: Status.UNAVAILABLE,
+    text: (jobId: string, waited: string) =>
+      `cmp-offload: no answer to the git credentials lookup of job ${jobId} within ${waited} (the proxy that submitted it is gone, or its call has ended)`,
+  },
+  gitCredsFiles: {
+    code: Status.FAILED_PRECONDITION,
+    text: (detail: string) =>
+      `cmp-offload: the proxy cannot read the git credential files of this request: ${detail} (the sidecar must see the repo-server's /dev/shm and SSH known hosts at the same paths, docs/operations.md)`,
+  },
   extractionCrashed: {
     code: Status.INTERNAL,
     text: (detail: string) => `extraction worker failed: ${detail}`,

@@ -21,6 +21,7 @@ import {
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
 import { EncodedResult, readResult, writeResult } from '../cmp/queue/result-store.js';
 import { countWaiters } from '../cmp/queue/waiters.js';
+import { relayedGitCreds } from './git-creds-source.js';
 import type { RecordedRuns } from './recorded-runs.js';
 
 /** Tracing: when a traced job's span starts (its enqueue time: the job span holds its queue wait). */
@@ -269,7 +270,16 @@ export function createProcessor(deps: ProcessorDeps) {
       // Traced cache: record what the run reads; the proxy turns it into a traced entry.
       const sink: ReadSink | undefined = engine.options.cache.traced && data.kind === 'generate' && data.cacheKey !== null ? {} : undefined;
       try {
-        result = await deps.execute(requestOf(data), tgzPath, ctx, sink);
+        const req = requestOf(data);
+        // provideGitCreds: the run's askpass and credential files come from the job's proxy.
+        if (data.gitCreds && data.kind === 'generate') {
+          const creds = await relayedGitCreds({ redis: deps.redis, keys, signingKey }, jobId, data.env, data.expiresAt, ac.signal).catch((err: unknown) => {
+            if (err instanceof CmpError || ac.signal.aborted) throw err;
+            throw new InfraError(`cmp-offload: the git credentials lookup failed: ${messageOf(err)}`);
+          });
+          if (creds) req.gitCreds = creds;
+        }
+        result = await deps.execute(req, tgzPath, ctx, sink);
       } catch (err) {
         if (shutdown) throw new Error('cmp-offload: worker shutting down');
         if (err instanceof RunnerUnreachable) {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { GIT_CREDS_ENV } from '../askpass/git-creds-env.js';
 import type { EnvEntry, RpcKind } from '../plugin/request.js';
 
 /** Bumped whenever the encoding below or the meaning of a cached value changes. */
@@ -23,7 +24,7 @@ export interface CacheKeyInput {
  * The output cache key (architecture §4): sha256 over a versioned JSON array, which is an
  * unambiguous encoding of its parts. The env is taken as the command would see it: entries
  * rendered `name=value`, later ones overriding earlier ones of the same name (Go exec's rule),
- * ignored names and empty names dropped, then sorted.
+ * ignored names, Argo's git credentials names and empty names dropped, then sorted.
  */
 export function cacheKey(input: CacheKeyInput): string {
   const effective = new Map<string, string>();
@@ -31,7 +32,9 @@ export function cacheKey(input: CacheKeyInput): string {
     if (name === '') continue;
     const rendered = `${name}=${value}`;
     const key = rendered.slice(0, rendered.indexOf('='));
-    if (input.ignoreEnv.has(key)) continue;
+    // Argo's git credentials env (a fresh nonce and temp file paths per call, secret headers):
+    // it decides how the repository is reached, not what is generated.
+    if (input.ignoreEnv.has(key) || GIT_CREDS_ENV.has(key)) continue;
     effective.delete(key);
     effective.set(key, rendered);
   }

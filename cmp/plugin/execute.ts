@@ -13,6 +13,7 @@ import { ReadRecorder, type RecordedReads } from '../trace/read-recorder.js';
 import { splitManifests } from '../split/split-manifests.js';
 import { noteExecFailure, timeStage } from '../observe/request-trace.js';
 import { commandName } from '../observe/tracing.js';
+import { withRunAskpass } from '../askpass/run-askpass.js';
 import { announceParameters, parseDynamicParameters } from './parameters.js';
 import { discoverByPattern } from './discover.js';
 import { secureJoin } from './secure-join.js';
@@ -63,7 +64,8 @@ export async function executeRequest(engine: Engine, req: PluginRequest, tgzPath
     }
     switch (req.kind) {
       case 'generate':
-        return await generate(engine, req, dir, ctx, sink);
+        if (!req.gitCreds) return await generate(engine, req, dir, ctx, sink);
+        return await withRunAskpass(engine.options.workRoot, req.env, req.gitCreds, env => generate(engine, { ...req, env }, dir, ctx, sink));
       case 'match':
         return await match(engine, req, dir, ctx);
       case 'parameters':

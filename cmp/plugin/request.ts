@@ -1,4 +1,5 @@
 import type { ParameterAnnouncement } from '../../proto/generated/reposerver/repository/repository.js';
+import type { GitCredentials } from '../askpass/askpass-error.js';
 
 /** The three streaming RPCs, by what they do. */
 export type RpcKind = 'generate' | 'match' | 'parameters';
@@ -13,6 +14,22 @@ export interface PluginRequest {
   kind: RpcKind;
   appRelPath: string;
   env: EnvEntry[];
+  /**
+   * provideGitCreds where the plugin runs away from the repo-server (a worker's job, distributed
+   * mode): the run gets an askpass of its own and copies of the credential files, see
+   * askpass/run-askpass.ts. Absent in standalone mode, where the env points at the repo-server's.
+   */
+  gitCreds?: GitCredsSource;
+}
+
+/** Where a run's git credentials come from when the repo-server's askpass socket and files are not at hand. */
+export interface GitCredsSource {
+  /** The request's askpass nonce: the run's askpass answers this one only. Absent: no askpass (SSH keys). */
+  nonce?: string;
+  /** The contents of the files the request env points to, by their path there. */
+  files: ReadonlyMap<string, Buffer>;
+  /** Asked when git asks (through the proxy, of the repo-server); throws AskpassError. */
+  credentials(): Promise<GitCredentials>;
 }
 
 export type PluginResult =

@@ -44,6 +44,12 @@ export interface JobRequest {
    * as before, and a worker that predates it verifies a job with it and ignores it).
    */
   traceparent?: string;
+  /**
+   * provideGitCreds: the request carries git credentials (an askpass nonce or credential files),
+   * and its proxy answers this job's lookups (git-creds-relay.ts) while it waits. Signed like
+   * `traceparent`, as a part of its own when present.
+   */
+  gitCreds?: true;
 }
 
 /** The job as stored in Redis: the request with its env sealed, and signed. */
@@ -125,6 +131,7 @@ function jobParts(d: Omit<JobData, 'sig'>): string[] {
   ];
   // A separate part (length-prefixed by `sign`), so no job without it can sign the same bytes.
   if (d.traceparent !== undefined) parts.push(`traceparent:${d.traceparent}`);
+  if (d.gitCreds) parts.push('git-creds');
   return parts;
 }
 
@@ -173,6 +180,7 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
   if (!HEX64.test(waitId)) throw new InvalidJobError('job field waitId is invalid');
   const traceparent = d.traceparent === undefined ? undefined : str('traceparent');
   if (traceparent !== undefined && !TRACEPARENT.test(traceparent)) throw new InvalidJobError('job field traceparent is invalid');
+  if (d.gitCreds !== undefined && d.gitCreds !== true) throw new InvalidJobError('job field gitCreds is invalid');
   const job: JobData = {
     v: 2,
     kind,
@@ -190,6 +198,7 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
     enqueuedAt: num('enqueuedAt')!,
     expiresAt: num('expiresAt')!,
     ...(traceparent !== undefined ? { traceparent } : {}),
+    ...(d.gitCreds === true ? { gitCreds: true as const } : {}),
     sig,
   };
   if (!verify(key, JOB_DOMAIN, jobParts(job), Buffer.from(sig, 'hex'))) throw new InvalidJobError('job signature does not verify');

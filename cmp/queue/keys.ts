@@ -75,6 +75,16 @@ export class KeySpace {
     return `${this.prefix}:paths-changed`;
   }
 
+  /** Pub/sub channel on which workers ask the proxy that submitted a job for its git credentials (provideGitCreds). */
+  gitCredsChannel(): string {
+    return `${this.prefix}:git-creds`;
+  }
+
+  /** Where that proxy leaves one answer, sealed for the job and lookup; read once by the worker. */
+  gitCredsAnswer(jobId: string, lookupId: string): string {
+    return `${this.prefix}:git-creds:${escapeKeyPart(jobId)}:${escapeKeyPart(lookupId)}`;
+  }
+
   /** Pub/sub channel on which proxies ask whichever worker holds a job to stop it. */
   cancelChannel(): string {
     return `${this.prefix}:cancel`;

@@ -5,6 +5,7 @@ import type { Ctx } from '../../cmp/context.js';
 import { wrap } from '../../cmp/errors.js';
 import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
+import { gitCredsOf } from '../../cmp/askpass/git-creds-env.js';
 import { MemoryCache } from '../../cmp/cache/memory-cache.js';
 import { fallbackReason, MemoryAppPaths, noteAppPaths, WHOLE_TREE_REASON } from '../../cmp/cache/app-paths.js';
 import type { Shape } from '../../cmp/cache/read-set.js';
@@ -50,30 +51,41 @@ export class LocalDispatcher implements Dispatcher {
       noteCache('hit', ctx);
       return hit;
     }
+    // provideGitCreds: the run asks the repo-server's askpass with this caller's nonce, which
+    // ends with its call, so nobody else's call joins it (the cache still answers them).
+    if (this.engine.config.spec.provideGitCreds && gitCredsOf(req.env)) {
+      noteCache('miss', ctx);
+      return this.runAndStore(req, repo, key, ctx, traced);
+    }
     const joinedBefore = this.coalescer.coalesced;
-    // The shared run may outlive the caller that started it, so it takes its own link to the
-    // tarball rather than borrowing the caller's request dir.
-    const run = this.coalescer.run(key, ctx, async runCtx => {
-      const own = path.join(this.engine.options.workRoot, `${randomUUID()}.tgz`);
-      await fs.link(repo.tgzPath, own);
-      try {
-        const sink: ReadSink | undefined = traced ? {} : undefined;
-        const result = await this.execute(req, own, runCtx, sink);
-        this.cache.set(key, result);
-        const entry = traced ? entryForRun(traced, sink!.reads, result) : undefined;
-        if (entry) {
-          this.cache.set(entry.key, result);
-          this.shapes.add(traced!.baseKey, entry.shape);
-        }
-        if (traced) this.noteApp(traced, entry ?? { reason: fallbackReason(sink!.reads) });
-        metrics.cacheStoredBytes.inc(resultBytes(result));
-        return result;
-      } finally {
-        await fs.rm(own, { force: true });
-      }
-    });
+    const run = this.coalescer.run(key, ctx, runCtx => this.runAndStore(req, repo, key, runCtx, traced));
     noteCache(this.coalescer.coalesced > joinedBefore ? 'coalesced' : 'miss', ctx);
     return run;
+  }
+
+  /**
+   * Run a request and store its result under its cache key (and its traced entry). A shared run
+   * may outlive the caller that started it, so it takes its own link to the tarball rather than
+   * borrowing the caller's request dir.
+   */
+  private async runAndStore(req: PluginRequest, repo: IngestedRepo, key: string, ctx: Ctx, traced: TracedRequest | undefined): Promise<PluginResult> {
+    const own = path.join(this.engine.options.workRoot, `${randomUUID()}.tgz`);
+    await fs.link(repo.tgzPath, own);
+    try {
+      const sink: ReadSink | undefined = traced ? {} : undefined;
+      const result = await this.execute(req, own, ctx, sink);
+      this.cache.set(key, result);
+      const entry = traced ? entryForRun(traced, sink!.reads, result) : undefined;
+      if (entry) {
+        this.cache.set(entry.key, result);
+        this.shapes.add(traced!.baseKey, entry.shape);
+      }
+      if (traced) this.noteApp(traced, entry ?? { reason: fallbackReason(sink!.reads) });
+      metrics.cacheStoredBytes.inc(resultBytes(result));
+      return result;
+    } finally {
+      await fs.rm(own, { force: true });
+    }
   }
 
   /**

@@ -9,6 +9,7 @@ import { formatTraceparent } from '../../cmp/observe/tracing.js';
 import { metrics } from '../../cmp/observe/metrics.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
+import { gitCredsOf } from '../../cmp/askpass/git-creds-env.js';
 import { storeBlob } from '../../cmp/queue/blob-store.js';
 import { publishCancel } from '../../cmp/queue/cancel.js';
 import { decodeFailure, newResultId, REJECTED, requestDigest, signJob } from '../../cmp/queue/job-contract.js';
@@ -23,6 +24,7 @@ import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache
 import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
 import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 import type { Dispatcher } from './dispatcher.js';
+import { GitCredsResponder } from './git-creds-responder.js';
 import { JobWaiter, type JobEnd } from './job-waiter.js';
 
 /** Redis's default proto-max-bulk-len: the largest string, hence the largest blob, it stores. */
@@ -81,6 +83,8 @@ export class QueueDispatcher implements Dispatcher {
   private inflight = 0;
   /** The manifest-generate-paths of the apps answered with the traced cache. */
   readonly paths: RedisAppPaths;
+  /** provideGitCreds: answers the git credentials lookups of this proxy's jobs. */
+  private readonly gitCreds: GitCredsResponder | undefined;
 
   constructor(private readonly deps: QueueDispatcherDeps) {
     const ro = deps.engine.options.redis;
@@ -92,6 +96,9 @@ export class QueueDispatcher implements Dispatcher {
     this.redis = connectRedis(ro, 'command', onError);
     this.eventsConnection = connectRedis(ro, 'blocking', onError);
     this.paths = new RedisAppPaths(this.redis, this.signingKey, this.keys);
+    this.gitCreds = deps.engine.config.spec.provideGitCreds
+      ? new GitCredsResponder({ ro, redis: this.redis, keys: this.keys, signingKey: this.signingKey, log: deps.log })
+      : undefined;
     this.events = new QueueEvents(deps.pluginName, { connection: this.eventsConnection, prefix: ro.prefix }, onGivenConnection);
     this.events.on('error', onError);
     this.waiter = new JobWaiter({
@@ -291,7 +298,11 @@ export class QueueDispatcher implements Dispatcher {
     }
     // The result id is also the job id: a worker refuses signed data found under another job.
     const resultId = newResultId();
-    const waitId = key ?? resultId;
+    // provideGitCreds: the job's lookups are answered here, with this caller's nonce and files,
+    // which live only as long as its call. So its runs are its own: no other caller's job is
+    // joined (their nonce dies with their call), none joins it (the cache still answers them).
+    const creds = this.gitCreds && kind === 'generate' ? gitCredsOf(req.env) : undefined;
+    const waitId = creds ? resultId : (key ?? resultId);
     const waitersKey = this.keys.waiters(this.deps.pluginName, waitId);
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
     // Counted before the add: a worker never starts a job nobody is known to wait for. This
@@ -304,6 +315,7 @@ export class QueueDispatcher implements Dispatcher {
       joined = false;
       return leaveWaiters(this.redis, waitersKey, resultId).catch(() => 0);
     };
+    let unregister: (() => void) | undefined;
     try {
       const enqueuedAt = Date.now();
       const request = {
@@ -315,6 +327,7 @@ export class QueueDispatcher implements Dispatcher {
         blob: repo.checksum,
         size: repo.size,
       };
+      const expiresAt = ctx.deadline ?? enqueuedAt + NO_DEADLINE_WAIT_MS;
       const data = signJob(this.signingKey, {
         ...request,
         cacheKey: key ?? null,
@@ -322,11 +335,13 @@ export class QueueDispatcher implements Dispatcher {
         waitId,
         deadline: ctx.deadline ?? null,
         enqueuedAt,
-        expiresAt: ctx.deadline ?? enqueuedAt + NO_DEADLINE_WAIT_MS,
+        expiresAt,
         ...traceparentOfRequest(ctx),
+        ...(creds ? { gitCreds: true as const } : {}),
       });
+      if (creds) unregister = this.gitCreds!.register(resultId, creds, expiresAt);
       // With deduplication (cached requests) `add` may return the identical job of another caller.
-      const job = await this.guard(kind, ctx, queue.add(kind, data, { ...this.jobOptions(key), jobId: resultId }));
+      const job = await this.guard(kind, ctx, queue.add(kind, data, { ...this.jobOptions(creds ? undefined : key), jobId: resultId }));
       const jobId = job.id!;
       const answer: Answer = key !== undefined ? { jobId, binding: key, key } : { jobId, binding: resultId, resultId, digest: requestDigest(request) };
       const waiting = this.waiter.wait(jobId);
@@ -337,6 +352,7 @@ export class QueueDispatcher implements Dispatcher {
       }
       return await this.settle(answer, end, submission);
     } finally {
+      unregister?.();
       await leave();
     }
   }
@@ -488,6 +504,7 @@ export class QueueDispatcher implements Dispatcher {
     // unreachable (a proxy stopped then would never exit): after the Redis timeout, end them here.
     const closing = Promise.allSettled([this.events.close(), this.queue?.then(q => q.close())]);
     await withTimeout(closing, this.ro.timeoutMs, () => new Error('timeout')).catch(() => {});
+    this.gitCreds?.close();
     this.redis.disconnect();
     this.eventsConnection.disconnect();
   }

@@ -6,14 +6,16 @@ import { formatGoDuration } from '../../cmp/config/go-duration.js';
 import { CmpError, messageOf } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
 import type { ReadSink } from '../../cmp/plugin/execute.js';
-import type { PluginRequest } from '../../cmp/plugin/request.js';
+import type { GitCredsSource, PluginRequest } from '../../cmp/plugin/request.js';
 import { currentTrace, noteExecFailure } from '../../cmp/observe/request-trace.js';
 import { observeStage } from '../../cmp/observe/metrics.js';
 import type { EncodedResult } from '../../cmp/queue/result-store.js';
 import { InfraError, RunnerUnreachable, type Execute } from '../processor.js';
 import { AnswerDecoder, decoderHeapMb } from './answer-decoder.js';
+import { AskpassError } from '../../cmp/askpass/askpass-error.js';
 import {
   answerFrameMax,
+  CREDS_FRAME_MAX,
   DATA_FRAME_SEND,
   encodeFrame,
   FrameReader,
@@ -21,6 +23,7 @@ import {
   ProtocolError,
   RUNNER_PROTOCOL_VERSION,
   type CancelReason,
+  type CredsAnswer,
   type RunnerRequest,
 } from './protocol.js';
 
@@ -99,12 +102,13 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
     recordReads: sink !== undefined,
     specDigest: opts.specDigest,
     size,
+    ...(req.gitCreds ? { gitCreds: credsHeader(req.gitCreds) } : {}),
   };
   const socket = net.createConnection(opts.socketPath);
   // Started while the runner works: ready by the time its answer comes.
   decoder.warm();
   const answerMax = answerFrameMax(opts.outputBytes);
-  const reader = new FrameReader(type => (type === FrameType.ANSWER ? answerMax : undefined));
+  const reader = new FrameReader(type => (type === FrameType.ANSWER ? answerMax : type === FrameType.CREDS && req.gitCreds ? CREDS_FRAME_MAX : undefined));
   const grace = cancelGraceMs(opts);
   const budget = answerBudget(opts, ctx.deadline);
 
@@ -151,6 +155,18 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
         if (!settled && !socket.destroyed) infra(`sending the tarball failed: ${messageOf(err)}`);
       });
     });
+    /** git asked the run's askpass (CREDS): answer from the job's relay, whatever the outcome. */
+    const onCreds = (payload: Buffer) => {
+      const id = parseCredsId(payload);
+      if (id === undefined) throw new ProtocolError('a credentials question without an id');
+      void req.gitCreds!.credentials().then(
+        c => ({ id, ok: true as const, username: c.username, password: c.password }),
+        (err: unknown) =>
+          err instanceof AskpassError ? { id, ok: false as const, code: err.code, message: err.details } : { id, ok: false as const, code: Status.UNAVAILABLE, message: messageOf(err) },
+      ).then((a: CredsAnswer) => {
+        if (!settled && socket.writable) socket.write(encodeFrame(FrameType.CREDS_ANSWER, JSON.stringify(a)));
+      });
+    };
     socket.on('data', (chunk: Buffer) => {
       if (settled || answered) return;
       // The runner writes its answer in one go: one that trickles is hung up on.
@@ -158,7 +174,12 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
       let frame;
       try {
         reader.push(chunk);
-        frame = reader.next();
+        // Credentials questions come whole, before the answer: each stops the answer's clock.
+        while ((frame = reader.next())?.type === FrameType.CREDS) {
+          clearTimeout(arrivalTimer);
+          arrivalTimer = undefined;
+          onCreds(frame.payload);
+        }
       } catch (err) {
         return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: ${(err as Error).message}`));
       }
@@ -205,6 +226,20 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
       if (!answered) infra('the connection closed before an answer (runner stopped or crashed?)');
     });
   });
+}
+
+/** The header's part for a git credentials request: the nonce and the file contents the run needs before it starts. */
+function credsHeader(g: GitCredsSource): NonNullable<RunnerRequest['gitCreds']> {
+  return { ...(g.nonce !== undefined ? { nonce: g.nonce } : {}), files: [...g.files].map(([file, data]) => [file, data.toString('base64')]) };
+}
+
+function parseCredsId(payload: Buffer): number | undefined {
+  try {
+    const id = (JSON.parse(payload.toString('utf8')) as { id?: unknown } | null)?.id;
+    return Number.isSafeInteger(id) ? (id as number) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** How a plugin command's failure reads (go-exec-errors): `` `argv` failed … ``. */

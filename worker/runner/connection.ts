@@ -7,8 +7,11 @@ import type { Logger } from '../../cmp/log.js';
 import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/execute.js';
 import type { PluginRequest } from '../../cmp/plugin/request.js';
 import { RequestTrace, withTrace } from '../../cmp/observe/request-trace.js';
+import { AskpassError, type GitCredentials } from '../../cmp/askpass/askpass-error.js';
+import { Status } from '../../cmp/grpc-status.js';
 import {
   CANCEL_FRAME_MAX,
+  CREDS_ANSWER_FRAME_MAX,
   DATA_FRAME_MAX,
   DATA_FRAME_SEND,
   encodeFrame,
@@ -16,6 +19,7 @@ import {
   FrameType,
   ProtocolError,
   RUNNER_PROTOCOL_VERSION,
+  type CredsAnswer,
   type Frame,
   type RunnerAnswer,
   type RunnerRequest,
@@ -47,6 +51,9 @@ export class RunnerConnection {
   private done = false;
   /** The executor runs (from the last tarball byte to its result). */
   private running = false;
+  /** The run's askpass questions to the worker (CREDS frames) awaiting their CREDS_ANSWER, by id. */
+  private readonly asked = new Map<number, { resolve(c: GitCredentials): void; reject(e: Error): void }>();
+  private lastAsked = 0;
   /** Resolves once the request is over and its files are gone. */
   readonly finished: Promise<void>;
   private finish!: () => void;
@@ -62,6 +69,7 @@ export class RunnerConnection {
       if (type === FrameType.CANCEL) return CANCEL_FRAME_MAX;
       if (type === FrameType.HEADER && !this.header) return options.maxMessageBytes;
       if (type === FrameType.DATA && this.header) return DATA_FRAME_MAX;
+      if (type === FrameType.CREDS_ANSWER && this.header?.gitCreds) return CREDS_ANSWER_FRAME_MAX;
       return undefined;
     });
     socket.on('data', chunk => this.onData(chunk));
@@ -103,6 +111,7 @@ export class RunnerConnection {
     }
     if (this.done) return;
     if (type === FrameType.HEADER) return this.onHeader(checkRequest(payload));
+    if (type === FrameType.CREDS_ANSWER) return this.onCredsAnswer(payload);
     // DATA
     this.received += payload.length;
     if (this.received > this.header!.size) throw new ProtocolError('more tarball bytes than announced');
@@ -152,9 +161,36 @@ export class RunnerConnection {
     this.stop();
   }
 
+  /** git asked the run's askpass: ask the worker, which asks the job's proxy. */
+  private askWorker(): Promise<GitCredentials> {
+    if (this.done || this.socket.destroyed) return Promise.reject(new AskpassError(Status.UNAVAILABLE, 'cmp-offload: the run is over'));
+    const id = ++this.lastAsked;
+    return new Promise((resolve, reject) => {
+      this.asked.set(id, { resolve, reject });
+      this.socket.write(encodeFrame(FrameType.CREDS, JSON.stringify({ id })));
+    });
+  }
+
+  private onCredsAnswer(payload: Buffer): void {
+    const a = parseJson(payload) as Partial<CredsAnswer> | undefined;
+    const waiting = typeof a?.id === 'number' ? this.asked.get(a.id) : undefined;
+    if (!a || !waiting) throw new ProtocolError('a credentials answer to no question');
+    this.asked.delete(a.id!);
+    if (a.ok === true && typeof a.username === 'string' && typeof a.password === 'string') waiting.resolve({ username: a.username, password: a.password });
+    else if (a.ok === false && Number.isSafeInteger(a.code) && typeof a.message === 'string') waiting.reject(new AskpassError(a.code!, a.message));
+    else throw new ProtocolError('a credentials answer without the expected shape');
+  }
+
   private async run(): Promise<void> {
     const h = this.header!;
     const req: PluginRequest = { kind: h.kind, appRelPath: h.appRelPath, env: h.env };
+    if (h.gitCreds && h.kind === 'generate') {
+      req.gitCreds = {
+        ...(h.gitCreds.nonce !== undefined ? { nonce: h.gitCreds.nonce } : {}),
+        files: new Map(h.gitCreds.files.map(([file, data]) => [file, Buffer.from(data, 'base64')])),
+        credentials: () => this.askWorker(),
+      };
+    }
     const sink: ReadSink | undefined = h.recordReads ? {} : undefined;
     const trace = new RequestTrace();
     // A handful of timings per run, sent for the worker's tracing (the runner exports nothing itself).
@@ -189,6 +225,8 @@ export class RunnerConnection {
   }
 
   private async cleanUp(): Promise<void> {
+    for (const waiting of this.asked.values()) waiting.reject(new AskpassError(Status.UNAVAILABLE, 'cmp-offload: the run is over'));
+    this.asked.clear();
     this.file?.destroy();
     await fs.promises.rm(this.tgzPath, { force: true }).catch(() => {});
     this.finish();
@@ -225,7 +263,18 @@ function checkRequest(payload: Buffer): RunnerRequest {
     typeof h.recordReads === 'boolean' &&
     typeof h.specDigest === 'string' &&
     Number.isSafeInteger(h.size) &&
-    (h.size as number) >= 0;
+    (h.size as number) >= 0 &&
+    (h.gitCreds === undefined || validGitCreds(h.gitCreds));
   if (!ok) throw new ProtocolError('the request header does not have the expected shape');
   return h as unknown as RunnerRequest;
+}
+
+function validGitCreds(g: unknown): boolean {
+  if (typeof g !== 'object' || g === null) return false;
+  const { nonce, files } = g as Record<string, unknown>;
+  return (
+    (nonce === undefined || typeof nonce === 'string') &&
+    Array.isArray(files) &&
+    files.every(f => Array.isArray(f) && f.length === 2 && typeof f[0] === 'string' && typeof f[1] === 'string')
+  );
 }

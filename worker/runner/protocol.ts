@@ -4,10 +4,12 @@ import { constants as bufferConstants } from 'node:buffer';
  * The worker ↔ runner protocol: one request per connection on the runner's unix socket, as
  * frames of `type (u8) | payload length (u32 big-endian) | payload`.
  *
- *   worker → runner  HEADER  JSON `RunnerRequest`, once, first
- *                    DATA    tarball bytes, until `size` bytes have come (≤ DATA_FRAME_MAX each)
- *                    CANCEL  JSON `{reason: 'deadline' | 'canceled'}`, optional, any time
- *   runner → worker  ANSWER  JSON `RunnerAnswer`, once; then the runner closes the connection
+ *   worker → runner  HEADER        JSON `RunnerRequest`, once, first
+ *                    DATA          tarball bytes, until `size` bytes have come (≤ DATA_FRAME_MAX each)
+ *                    CANCEL        JSON `{reason: 'deadline' | 'canceled'}`, optional, any time
+ *                    CREDS_ANSWER  JSON `CredsAnswer`, one per CREDS frame (git credentials requests only)
+ *   runner → worker  CREDS         JSON `{id}`: git asked the run's askpass; any number before the ANSWER
+ *                    ANSWER        JSON `RunnerAnswer`, once; then the runner closes the connection
  *
  * Closing the connection before the answer means `canceled` to the runner. The worker trusts
  * nothing from the runner (plugin code runs with the runner's uid and could replace it): every
@@ -15,7 +17,7 @@ import { constants as bufferConstants } from 'node:buffer';
  */
 export const RUNNER_PROTOCOL_VERSION = 1;
 
-export const FrameType = { HEADER: 1, DATA: 2, CANCEL: 3, ANSWER: 4 } as const;
+export const FrameType = { HEADER: 1, DATA: 2, CANCEL: 3, ANSWER: 4, CREDS: 5, CREDS_ANSWER: 6 } as const;
 export type FrameType = (typeof FrameType)[keyof typeof FrameType];
 
 export const FRAME_PREFIX_BYTES = 5;
@@ -23,6 +25,9 @@ export const FRAME_PREFIX_BYTES = 5;
 export const DATA_FRAME_SEND = 256 * 1024;
 export const DATA_FRAME_MAX = 1024 * 1024;
 export const CANCEL_FRAME_MAX = 256;
+export const CREDS_FRAME_MAX = 256;
+/** A username and a password (a token, at most a few KiB) with their JSON. */
+export const CREDS_ANSWER_FRAME_MAX = 64 * 1024;
 /** Paths the read recorder may report: one relative path per entry, at most PATH_MAX bytes. */
 export const READ_PATH_MAX_BYTES = 4096;
 /** Room in the answer frame for the recorded reads and the JSON around the result. */
@@ -57,7 +62,16 @@ export interface RunnerRequest {
   specDigest: string;
   /** Tarball bytes that follow in DATA frames. */
   size: number;
+  /**
+   * provideGitCreds (generate only): the request's askpass nonce and the contents (base64) of the
+   * files its env points to. The runner serves the run an askpass of its own and asks the worker,
+   * in CREDS frames, each time git asks.
+   */
+  gitCreds?: { nonce?: string; files: [path: string, base64: string][] };
 }
+
+/** The worker's answer to a CREDS frame: the credentials, or the gRPC status the run's askpass gives git. */
+export type CredsAnswer = { id: number } & ({ ok: true; username: string; password: string } | { ok: false; code: number; message: string });
 
 /**
  * The runner's one answer: the executor's result (and reads when asked), or its failure; with

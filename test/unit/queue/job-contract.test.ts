@@ -133,3 +133,13 @@ test('the trace context travels signed: it round-trips, any change to it (or add
   // A job without it signs the same bytes as before the field existed: signed by an older proxy, it verifies.
   assert.deepEqual(verifyJob(KEY, plain, id, NOW), request());
 });
+
+test('gitCreds is signed: added to or dropped from a signed job, the job is rejected', () => {
+  const withCreds = job({ gitCreds: true });
+  assert.equal(verifyJob(KEY, JSON.parse(JSON.stringify(withCreds)), 'b'.repeat(64), NOW).gitCreds, true);
+  assert.equal(verifyJob(KEY, job(), 'b'.repeat(64), NOW).gitCreds, undefined);
+  const { gitCreds: _, ...dropped } = withCreds;
+  assert.throws(() => verifyJob(KEY, dropped, 'b'.repeat(64), NOW), /signature does not verify/);
+  assert.throws(() => verifyJob(KEY, { ...job(), gitCreds: true }, 'b'.repeat(64), NOW), /signature does not verify/);
+  assert.throws(() => verifyJob(KEY, { ...withCreds, gitCreds: 'yes' }, 'b'.repeat(64), NOW), /gitCreds is invalid/);
+});
