@@ -35,6 +35,10 @@ COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY --from=build /src/bin ./bin
 COPY --from=build /src/proto ./proto
+# `argocd` on the PATH is the git askpass helper Argo's repo-server names for plugins with
+# provideGitCreds (GIT_ASKPASS=argocd, ARGOCD_BINARY_NAME=argocd-git-ask-pass): ours, which
+# asks the same askpass socket. It is no Argo CD CLI.
+RUN ln -s /app/bin/git-askpass/argocd /usr/local/bin/argocd
 ENV NODE_ENV=production HOME=/home/argocd
 USER 999:999
 WORKDIR /home/argocd

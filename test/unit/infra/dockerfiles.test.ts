@@ -31,6 +31,12 @@ for (const [file, role] of [['proxy.Dockerfile', 'proxy'], ['worker.Dockerfile',
     // The entrypoint's files are what the build stage produced.
     for (const p of ['dist', 'bin', 'proto', 'node_modules']) assert.match(text, new RegExp(`COPY --from=build /src/${p} ./${p}`));
     assert.ok(fs.existsSync(path.join(REPO_ROOT, 'bin/cmp-offload')));
+    // git's askpass helper for provideGitCreds (GIT_ASKPASS=argocd) is on the PATH, linked to the copied bin/,
+    // while the build still runs as root (before USER).
+    const link = stage.findIndex(l => l === 'RUN ln -s /app/bin/git-askpass/argocd /usr/local/bin/argocd');
+    assert.ok(link > stage.findIndex(l => l === 'COPY --from=build /src/bin ./bin'), `${file}: argocd is linked after bin/ is copied`);
+    assert.ok(link < stage.findIndex(l => l.startsWith('USER ')), `${file}: argocd is linked before USER`);
+    assert.equal(fs.statSync(path.join(REPO_ROOT, 'bin/git-askpass/argocd')).mode & 0o111, 0o111, 'bin/git-askpass/argocd is executable');
     assert.ok(fs.existsSync(path.join(REPO_ROOT, 'infra/docker', `${file}.dockerignore`)));
   });
 }
