@@ -4,23 +4,9 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { AskPassServiceClient, AskPassServiceService, type CredentialsRequest, type CredentialsResponse } from '../../proto/generated/askpass/askpass.js';
 import { Status } from '../grpc-status.js';
+import { AskpassError, type GitCredentials } from './askpass-error.js';
 
-/** What GetCredentials answers: the repository's username and password (or token). */
-export interface GitCredentials {
-  username: string;
-  password: string;
-}
-
-/** A gRPC status for an askpass answer: `code` is a grpc status number (cmp/grpc-status.ts Status), `details` its text. */
-export class AskpassError extends Error {
-  constructor(
-    readonly code: number,
-    readonly details: string,
-  ) {
-    super(details);
-    this.name = 'AskpassError';
-  }
-}
+export { AskpassError, type GitCredentials } from './askpass-error.js';
 
 export interface AskpassServer {
   readonly socketPath: string;

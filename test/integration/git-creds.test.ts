@@ -55,7 +55,7 @@ generate:
 ${SCRIPT.split('\n').map(l => `      ${l}`).join('\n')}`);
 
 /** The same plugin without provideGitCreds: its runs get the request env as it is. */
-const PLAIN = PLUGIN.replace('provideGitCreds: true\n', '');
+const PLAIN = PLUGIN.replace('  provideGitCreds: true\n', '');
 
 interface Seen {
   sha: string;
@@ -131,7 +131,7 @@ for (const mode of MODES) {
       const nonce = askpass.add({ username: USER, password: PASSWORD });
       const before = git.requests();
       const s = seen(await generate(server, request(askpassEnv(nonce), 'cached')));
-      assert.equal(s.sha, git.head, `git ls-remote through the askpass helper (stderr: ${s.err})`);
+      assert.equal(s.sha, git.commit, `git ls-remote through the askpass helper (stderr: ${s.err})`);
       assert.ok(git.requests() > before, 'the remote was reached with the credentials');
       assert.ok(askpass.calls().includes(nonce), 'the repo-server\'s askpass was asked with the request\'s nonce');
       if (mode === 'standalone') assert.equal(s.sockPath, askpassSocket, 'standalone: the plugin talks to the repo-server\'s askpass itself');
@@ -144,7 +144,7 @@ for (const mode of MODES) {
       const next = askpass.add({ username: USER, password: PASSWORD });
       const asked = askpass.calls().length;
       const again = seen(await generate(server, request(askpassEnv(next), 'cached')));
-      assert.equal(again.sha, git.head);
+      assert.equal(again.sha, git.commit);
       assert.equal(askpass.calls().length, asked, 'a cache hit: the credentials were not asked for again');
       askpass.remove(nonce);
       askpass.remove(next);
@@ -196,7 +196,7 @@ describe('provideGitCreds across the network (distributed)', { skip: !distribute
     assert.equal(s.certInfo, digest(cert).replace(/^\d+/, '600'), 'the certificate: same bytes, mode 600');
     assert.notEqual(s.key, key);
     assert.equal(s.keyInfo, digest(key).replace(/^\d+/, '600'), 'the SSH key named by -i: same bytes, mode 600');
-    assert.equal(s.sha, git.head, 'HTTPS credentials still relayed');
+    assert.equal(s.sha, git.commit, 'HTTPS credentials still relayed');
     for (const p of [s.cert, s.key, s.sockPath]) assert.equal(fs.existsSync(p), false, `${p} is gone after the call`);
     askpass.remove(nonce);
   });
@@ -217,7 +217,7 @@ describe('provideGitCreds across the network (distributed)', { skip: !distribute
     try {
       const env = [...askpassEnv(mine), { name: 'ARGOCD_ENV_OTHER', value: theirs }, { name: 'ARGOCD_ENV_CMP_OFFLOAD_CACHE', value: 'off' }];
       const s = seen(await generate(d.proxy, request(env, 'nonces')));
-      assert.equal(s.sha, git.head);
+      assert.equal(s.sha, git.commit);
       assert.match(s.other, /rpc error: code = NotFound desc = unknown nonce/, 'the run\'s askpass answers its own nonce only');
       assert.ok(!askpass.calls().includes(theirs), 'the other nonce never reached the repo-server\'s askpass');
       assert.ok(captured.length >= 1, 'the worker asked on the git-creds channel');
@@ -232,6 +232,7 @@ describe('provideGitCreds across the network (distributed)', { skip: !distribute
       assert.deepEqual(await redis.keys(`${PREFIX}:git-creds:*`), [], 'answers are read once: none is left');
     } finally {
       sub.disconnect();
+      mon.disconnect();
       monitor.disconnect();
       askpass.remove(mine);
       askpass.remove(theirs);
@@ -262,7 +263,8 @@ describe('provideGitCreds across the network (distributed)', { skip: !distribute
 
   test('gitCredsUnanswered: a job whose proxy is gone fails once its lookup times out', async () => {
     const lone = await startDistributed({ pluginYaml: PLUGIN, socketName: 'gitcreds.sock', workers: 0, env: PATH_ENV });
-    const queue = new Queue('gitcreds', { connection: new Redis(lone.env.CMP_OFFLOAD_REDIS_URL!, { maxRetriesPerRequest: null }), prefix: PREFIX });
+    const connection = new Redis(lone.env.CMP_OFFLOAD_REDIS_URL!, { maxRetriesPerRequest: null });
+    const queue = new Queue('gitcreds', { connection, prefix: PREFIX });
     try {
       const cert = path.join(work, 'lone-cert');
       fs.writeFileSync(cert, 'cert');
@@ -289,6 +291,7 @@ describe('provideGitCreds across the network (distributed)', { skip: !distribute
       askpass.remove(nonce);
     } finally {
       await queue.close();
+      connection.disconnect();
       await lone.stop();
     }
   });

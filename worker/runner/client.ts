@@ -175,7 +175,7 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
       try {
         reader.push(chunk);
         // Credentials questions come whole, before the answer: each stops the answer's clock.
-        while ((frame = reader.next())?.type === FrameType.CREDS) {
+        for (frame = reader.next(); frame?.type === FrameType.CREDS; frame = reader.next()) {
           clearTimeout(arrivalTimer);
           arrivalTimer = undefined;
           onCreds(frame.payload);

@@ -32,7 +32,7 @@ test('an answer opens only for its own job, lookup and kind, and never holds the
     assert.equal(openAnswer(KEY, other, sealed), undefined, JSON.stringify(other));
   }
   const flipped = Buffer.from(sealed);
-  flipped[20] ^= 1;
+  flipped[20] = flipped[20]! ^ 1;
   assert.equal(openAnswer(KEY, m, flipped), undefined, 'tampered');
   assert.equal(openAnswer(KEY, m, Buffer.alloc(10)), undefined, 'truncated');
 });
