@@ -3,6 +3,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { AskPassServiceClient, AskPassServiceService, type CredentialsRequest, type CredentialsResponse } from '../../proto/generated/askpass/askpass.js';
+import { messageOf } from '../errors.js';
 import { Status } from '../grpc-status.js';
 import { AskpassError, type GitCredentials } from './askpass-error.js';
 
@@ -74,7 +75,7 @@ export async function serveAskpass(socketPath: string, answer: (nonce: string) =
           cb(
             err instanceof AskpassError
               ? { code: err.code, details: err.details }
-              : { code: Status.UNAVAILABLE, details: err instanceof Error ? err.message : String(err) },
+              : { code: Status.UNAVAILABLE, details: messageOf(err) },
           ),
       );
     },
@@ -83,7 +84,7 @@ export async function serveAskpass(socketPath: string, answer: (nonce: string) =
     server.bindAsync(`unix:${bindPath}`, grpc.ServerCredentials.createInsecure(), err => (err ? reject(err) : resolve())),
   ).catch((err: unknown) => {
     server.forceShutdown();
-    throw new Error(`cannot listen on askpass socket ${socketPath}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new Error(`cannot listen on askpass socket ${socketPath}: ${messageOf(err)}`);
   });
   if (bindPath !== socketPath) {
     await fs.rename(bindPath, socketPath).catch((err: unknown) => {
