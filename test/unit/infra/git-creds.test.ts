@@ -3,9 +3,10 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Deployment } from 'kubernetes-models/apps/v1';
+import { REPO_ROOT } from '../../helpers/paths.js';
 import { argoRepoServer, docsOf, KUSTOMIZE, kustomizationFiles, one, strategicMerge, type Obj } from './infra-files.js';
 import { kubectlSkip, renderWithComponents, requireKubectl } from './kubectl.js';
-import { assertGitCredsPod, containerOf, REPO_SERVER, SIDECAR } from './git-creds-pod.js';
+import { assertGitCredsPod, containerOf, envValue, REPO_SERVER, SIDECAR } from './git-creds-pod.js';
 
 /**
  * The optional git-creds component (infra/kustomize/components/git-creds): what the git
@@ -54,6 +55,26 @@ test('overlays/argocd lists the git-creds component, commented out, after repo-s
   const sidecar = text.indexOf('  - ../../components/repo-server-sidecar');
   const gitCreds = text.search(/^ *# - \.\.\/\.\.\/components\/git-creds$/m);
   assert.ok(sidecar >= 0 && gitCreds > sidecar, 'expected `# - ../../components/git-creds` after repo-server-sidecar');
+});
+
+test('the operations guide (section 9) gives the component\'s socket path, its sidecar mounts as the component has them, and names the Helm and Operator files', () => {
+  const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
+  const start = ops.indexOf('\n## 9. provideGitCreds\n');
+  assert.ok(start > 0, 'docs/operations.md has no section "9. provideGitCreds"');
+  const end = ops.indexOf('\n## ', start + 5);
+  const section = ops.slice(start, end < 0 ? undefined : end);
+  const patch = one(PATCH, 'Deployment');
+  const socket = envValue(containerOf(patch, REPO_SERVER), 'ARGOCD_ASK_PASS_SOCK')!;
+  for (const s of [`ARGOCD_ASK_PASS_SOCK=${socket}`, 'components/git-creds', 'examples/helm/values-git-creds.yaml', 'examples/argocd-operator/argocd-git-creds.yaml']) {
+    assert.ok(section.includes(s), `section 9 does not mention ${s}`);
+  }
+  for (const f of ['examples/helm/values-git-creds.yaml', 'examples/argocd-operator/argocd-git-creds.yaml']) assert.ok(fs.existsSync(path.join(REPO_ROOT, f)), f);
+  // The table of 9.1: one row per sidecar mount, path and volume as the patch has them.
+  const rows = [...section.matchAll(/^\| `(\/[^`]+)` \| [^|]*?`([a-z-]+)`/gm)].map(m => `${m[1]} ${m[2]}`).sort();
+  const mounts = (containerOf(patch, SIDECAR).volumeMounts as Obj[]).map(m => `${m.mountPath} ${m.name}`).sort();
+  assert.deepEqual(rows, mounts, 'the mounts table of section 9.1 differs from the component');
+  const size = patch.spec.template.spec.volumes.find((v: Obj) => v.name === 'dev-shm').emptyDir.sizeLimit;
+  assert.ok(section.includes(`sizeLimit: ${size}`), `section 9 does not give /dev/shm's sizeLimit ${size}`);
 });
 
 test('kubectl kustomize renders the git-creds component onto Argo\'s repo-server after repo-server-sidecar (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
