@@ -1,31 +1,35 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { parsePluginConfig, pluginSpecDigest, socketFileName } from '../../../cmp/config/plugin-config.js';
 import { yamlToJson } from '../../../cmp/split/yaml-to-json.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
-import { argoRepoServer, docsOf, KUSTOMIZE, one, type Obj } from './infra-files.js';
+import { argoRepoServer, docsOf, KUSTOMIZE, one, strategicMerge, type Obj } from './infra-files.js';
 import { kubectlSkip, renderKustomize, renderWithComponents, requireKubectl } from './kubectl.js';
+import { assertGitCredsPod, REPO_SERVER } from './git-creds-pod.js';
 
 /**
  * One truth for the proxy sidecar: the argo-helm values (examples/helm/values.yaml) and the Argo
  * CD Operator snippet (examples/argocd-operator/argocd.yaml) describe the very container that
  * infra/kustomize/components/repo-server-sidecar renders, with every volume it mounts declared.
+ * Their provideGitCreds variants (values-git-creds.yaml, argocd-git-creds.yaml) hold the container,
+ * volumes and repo-server entries that the sidecar component renders with components/git-creds.
  */
 
 const EXAMPLES = path.join(REPO_ROOT, 'examples');
 const SIDECAR = 'cmp-offload';
 const COMPONENT = 'components/repo-server-sidecar';
-const PATCH = `${COMPONENT}/repo-server-patch.yaml`;
+const GIT_CREDS = 'components/git-creds';
 
 /** Read as Helm and kubectl read YAML (sigs.k8s.io/yaml, YAML 1.1 typing: `0400` is octal). */
 const readGoYaml = (file: string): Obj => JSON.parse(yamlToJson(fs.readFileSync(file, 'utf8')));
-const helmValues = () => readGoYaml(path.join(EXAMPLES, 'helm/values.yaml'));
-const operatorCR = () => readGoYaml(path.join(EXAMPLES, 'argocd-operator/argocd.yaml'));
-/** The component's patch, read the same way (its `defaultMode: 0400` is 256, as kubectl reads it). */
-const patchDeployment = (): Obj => readGoYaml(path.join(KUSTOMIZE, PATCH));
+const helmValues = (file = 'values.yaml') => readGoYaml(path.join(EXAMPLES, 'helm', file));
+const operatorCR = (file = 'argocd.yaml') => readGoYaml(path.join(EXAMPLES, 'argocd-operator', file));
+/** A component's patch, read the same way (its `defaultMode: 0400` is 256, as kubectl reads it). */
+const patchDeployment = (component = COMPONENT): Obj => readGoYaml(path.join(KUSTOMIZE, component, 'repo-server-patch.yaml'));
 
 /**
  * Volumes the argo-cd chart always declares on the repo-server pod
@@ -37,45 +41,104 @@ const CHART_VOLUMES = new Set(['plugins', 'var-files', 'tmp', 'ssh-known-hosts',
 const OPERATOR_VOLUMES = new Set(['ssh-known-hosts', 'tls-certs', 'gpg-keys', 'gpg-keyring', 'tmp', 'argocd-repo-server-tls', 'argocd-operator-redis-tls', 'var-files', 'plugins']);
 /** The ones a CMP sidecar mounts from its pod, as Argo's own install has them. */
 const ARGO_SIDECAR_VOLUMES = ['var-files', 'plugins'];
+/** With git-creds the sidecar also mounts the pod's SSH known hosts and TLS certificates. */
+const GIT_CREDS_POD_VOLUMES = [...ARGO_SIDECAR_VOLUMES, 'ssh-known-hosts', 'tls-certs'];
 
 interface Install {
   what: string;
   container: Obj;
   volumes: Obj[];
   builtin: Set<string>;
+  /** The components whose render it must equal: the sidecar's, and git-creds for the variants. */
+  components: string[];
+  /** Volumes of the repo-server pod the sidecar mounts without declaring them. */
+  fromPod: string[];
+  /** What the variants add to the repo-server container itself (repoServer.env / spec.repo.env, volumeMounts). */
+  repoServer?: { env: Obj[]; volumeMounts: Obj[] };
 }
-const installs = (): Install[] => [
-  {
-    what: 'examples/helm/values.yaml',
-    container: helmValues().repoServer.extraContainers.find((c: Obj) => c.name === SIDECAR),
-    volumes: helmValues().repoServer.volumes,
+const helmInstall = (file: string, components: string[]): Install => {
+  const v = helmValues(file).repoServer;
+  return {
+    what: `examples/helm/${file}`,
+    container: v.extraContainers.find((c: Obj) => c.name === SIDECAR),
+    volumes: v.volumes,
     builtin: CHART_VOLUMES,
-  },
-  {
-    what: 'examples/argocd-operator/argocd.yaml',
-    container: operatorCR().spec.repo.sidecarContainers.find((c: Obj) => c.name === SIDECAR),
-    volumes: operatorCR().spec.repo.volumes,
+    components,
+    fromPod: components.includes(GIT_CREDS) ? GIT_CREDS_POD_VOLUMES : ARGO_SIDECAR_VOLUMES,
+    ...(v.env || v.volumeMounts ? { repoServer: { env: v.env, volumeMounts: v.volumeMounts } } : {}),
+  };
+};
+const operatorInstall = (file: string, components: string[]): Install => {
+  const r = operatorCR(file).spec.repo;
+  return {
+    what: `examples/argocd-operator/${file}`,
+    container: r.sidecarContainers.find((c: Obj) => c.name === SIDECAR),
+    volumes: r.volumes,
     builtin: OPERATOR_VOLUMES,
-  },
+    components,
+    fromPod: components.includes(GIT_CREDS) ? GIT_CREDS_POD_VOLUMES : ARGO_SIDECAR_VOLUMES,
+    ...(r.env || r.volumeMounts ? { repoServer: { env: r.env, volumeMounts: r.volumeMounts } } : {}),
+  };
+};
+const WITH_GIT_CREDS = [COMPONENT, GIT_CREDS];
+const installs = (): Install[] => [
+  helmInstall('values.yaml', [COMPONENT]),
+  operatorInstall('argocd.yaml', [COMPONENT]),
+  helmInstall('values-git-creds.yaml', WITH_GIT_CREDS),
+  operatorInstall('argocd-git-creds.yaml', WITH_GIT_CREDS),
 ];
+const helmInstalls = () => installs().filter(i => i.what.startsWith('examples/helm/'));
+const operatorInstalls = () => installs().filter(i => i.what.startsWith('examples/argocd-operator/'));
 
-/** The repo-server Deployment the component renders onto a stand-in of Argo CD's. */
-function renderedRepoServer(): Obj {
-  const out = renderWithComponents([argoRepoServer()], [COMPONENT]);
-  const repo = out.find(o => o.kind === 'Deployment' && o.metadata.name === 'argocd-repo-server');
-  assert.ok(repo, 'the component rendered no argocd-repo-server');
-  return repo;
+/** The repo-server Deployment the components render onto a stand-in of Argo CD's (one render per list). */
+const renders = new Map<string, Obj>();
+function renderedRepoServer(components: string[] = [COMPONENT]): Obj {
+  const key = components.join(',');
+  if (!renders.has(key)) {
+    const out = renderWithComponents([argoRepoServer()], components);
+    const repo = out.find(o => o.kind === 'Deployment' && o.metadata.name === 'argocd-repo-server');
+    assert.ok(repo, `${key} rendered no argocd-repo-server`);
+    renders.set(key, repo);
+  }
+  return structuredClone(renders.get(key)!);
 }
 
-/** Without kubectl: the patch's container with the tag the component's `images` pins. */
-function patchedContainer(): Obj {
-  const c = patchDeployment().spec.template.spec.containers.find((x: Obj) => x.name === SIDECAR);
+/** Without kubectl: the patches' container (merged as kubectl does) with the tag the sidecar component's `images` pins. */
+function patchedContainer(components: string[] = [COMPONENT]): Obj {
+  const [first, ...rest] = components.map(k => patchDeployment(k).spec.template.spec.containers.find((x: Obj) => x.name === SIDECAR));
+  const c = rest.reduce((acc, p) => strategicMerge(acc, p), first);
   const images = docsOf(`${COMPONENT}/kustomization.yaml`)[0]!.images as Obj[];
   const pin = images.find(i => i.name === c.image);
   assert.ok(pin, `the component pins no tag for ${c.image}`);
   return { ...c, image: `${pin.newName ?? c.image}:${pin.newTag}` };
 }
-const componentVolumes = (): Obj[] => patchDeployment().spec.template.spec.volumes;
+const componentVolumes = (components: string[] = [COMPONENT]): Obj[] => components.flatMap(k => patchDeployment(k).spec.template.spec.volumes);
+/** What git-creds adds to the repo-server container. */
+const gitCredsRepoServer = (): Obj => patchDeployment(GIT_CREDS).spec.template.spec.containers.find((c: Obj) => c.name === REPO_SERVER);
+
+/**
+ * Kustomize puts a patch's new list entries first; the variants keep values.yaml's order and add
+ * git-creds' entries at the end. Order within env and volumeMounts means nothing here (no
+ * `$(VAR)` references, distinct mount paths), so the variants are compared without it.
+ */
+const unordered = (c: Obj): Obj => ({
+  ...c,
+  ...(c.env ? { env: [...c.env].sort((a: Obj, b: Obj) => a.name.localeCompare(b.name)) } : {}),
+  ...(c.volumeMounts ? { volumeMounts: [...c.volumeMounts].sort((a: Obj, b: Obj) => a.mountPath.localeCompare(b.mountPath)) } : {}),
+});
+const comparable = (inst: Install, c: Obj): Obj => (inst.components.length > 1 ? unordered(c) : c);
+
+/** The pod the chart or the operator would build: the stand-in repo-server plus the install's entries. */
+function installedPod(inst: Install): Obj {
+  const repo = argoRepoServer();
+  const spec = repo.spec.template.spec;
+  spec.containers.push(inst.container);
+  spec.volumes.unshift(...inst.volumes);
+  const main = spec.containers.find((c: Obj) => c.name === REPO_SERVER);
+  main.env = [...(main.env ?? []), ...(inst.repoServer?.env ?? [])];
+  main.volumeMounts = [...main.volumeMounts, ...(inst.repoServer?.volumeMounts ?? [])];
+  return repo;
+}
 
 /** The chart's argocd-cmp-cm data (templates/argocd-configs/argocd-cmp-cm.yaml). */
 function chartCmpData(values: Obj): Record<string, string> {
@@ -93,7 +156,7 @@ function assertSameVolumes(inst: Install, expected: Obj[], pluginVolume: (v: Obj
   const declared = new Map(inst.volumes.map(v => [v.name, v]));
   for (const v of inst.volumes) assert.ok(!inst.builtin.has(v.name), `${inst.what}: volume ${v.name} is already declared by the chart/operator (duplicate volume name)`);
   for (const m of inst.container.volumeMounts as Obj[]) {
-    if (ARGO_SIDECAR_VOLUMES.includes(m.name)) {
+    if (inst.fromPod.includes(m.name)) {
       assert.ok(inst.builtin.has(m.name), `${inst.what}: ${m.name} is not a volume of the repo-server pod`);
       continue;
     }
@@ -104,40 +167,67 @@ function assertSameVolumes(inst: Install, expected: Obj[], pluginVolume: (v: Obj
     if (want.configMap?.name === 'cmp-offload-plugin') pluginVolume(v);
     else assert.deepEqual(v, want, `${inst.what}: volume ${m.name} differs from the component's`);
   }
-  assert.deepEqual([...declared.keys()].sort(), (inst.container.volumeMounts as Obj[]).map(m => m.name).filter(n => !ARGO_SIDECAR_VOLUMES.includes(n)).sort(), `${inst.what}: volumes nothing mounts`);
+  // Every volume the install declares is mounted by the sidecar or, for git-creds, the repo-server too.
+  const mounted = [...(inst.container.volumeMounts as Obj[]), ...(inst.repoServer?.volumeMounts ?? [])].map(m => m.name).filter(n => !inst.fromPod.includes(n));
+  assert.deepEqual([...declared.keys()].sort(), [...new Set(mounted)].sort(), `${inst.what}: volumes nothing mounts`);
+  for (const m of inst.repoServer?.volumeMounts ?? []) {
+    const want = expected.find(e => e.name === m.name);
+    assert.ok(want && declared.has(m.name), `${inst.what}: the repo-server mounts ${m.name}, which is not declared`);
+    assert.deepEqual(declared.get(m.name), want, `${inst.what}: volume ${m.name} differs from the component's`);
+  }
 }
 
 test('the Helm values and the operator snippet hold the component\'s sidecar container (without kubectl: the patch file and its pinned tag)', () => {
-  const want = patchedContainer();
   for (const inst of installs()) {
     assert.ok(inst.container, `${inst.what}: no container ${SIDECAR}`);
-    assert.deepEqual(inst.container, want, `${inst.what}: the sidecar differs from ${PATCH}`);
+    assert.deepEqual(comparable(inst, inst.container), comparable(inst, patchedContainer(inst.components)), `${inst.what}: the sidecar differs from the patches of ${inst.components.join(' + ')}`);
   }
 });
 
-test('the sidecar is the container the repo-server-sidecar component renders (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
-  requireKubectl();
-  const spec = renderedRepoServer().spec.template.spec;
-  const rendered = spec.containers.find((c: Obj) => c.name === SIDECAR);
-  assert.ok(rendered, 'the component rendered no sidecar');
+test('the git-creds variants give the repo-server container git-creds\' env and mounts, and the pod they build passes the git-creds checks', () => {
+  const want = gitCredsRepoServer();
   for (const inst of installs()) {
+    const pod = installedPod(inst);
+    assert.doesNotThrow(() => new Deployment(pod as any).validate(), inst.what);
+    if (!inst.components.includes(GIT_CREDS)) {
+      assert.equal(inst.repoServer, undefined, `${inst.what}: sets the repo-server's env or mounts`);
+      assert.throws(() => assertGitCredsPod(pod, inst.what), 'without git-creds the checks fail');
+      continue;
+    }
+    assert.deepEqual(inst.repoServer, { env: want.env, volumeMounts: want.volumeMounts }, `${inst.what}: the repo-server's entries differ from ${GIT_CREDS}`);
+    assertGitCredsPod(pod, inst.what);
+  }
+});
+
+test('the sidecar is the container the repo-server-sidecar component renders, with git-creds for the variants (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
+  for (const inst of installs()) {
+    const spec = renderedRepoServer(inst.components).spec.template.spec;
+    const rendered = spec.containers.find((c: Obj) => c.name === SIDECAR);
+    assert.ok(rendered, `${inst.components.join(' + ')} rendered no sidecar`);
+    const [got, want] = [comparable(inst, inst.container), comparable(inst, rendered)];
     // image, args/command, env, volumeMounts, securityContext named first for a readable failure.
     for (const k of ['image', 'command', 'args', 'env', 'volumeMounts', 'securityContext']) {
-      assert.deepEqual(inst.container[k], rendered[k], `${inst.what}: ${k} differs from the rendered component`);
+      assert.deepEqual(got[k], want[k], `${inst.what}: ${k} differs from the rendered ${inst.components.join(' + ')}`);
     }
-    assert.deepEqual(inst.container, rendered, `${inst.what}: the sidecar differs from the rendered component`);
+    assert.deepEqual(got, want, `${inst.what}: the sidecar differs from the rendered ${inst.components.join(' + ')}`);
+    // What the components mount without declaring it comes from Argo's pod.
+    const own = new Set(componentVolumes(inst.components).map(v => v.name));
+    assert.deepEqual((rendered.volumeMounts as Obj[]).map(m => m.name).filter(n => !own.has(n)).sort(), [...inst.fromPod].sort(), inst.what);
+    assert.ok(inst.fromPod.every(n => spec.volumes.some((v: Obj) => v.name === n)));
+    if (inst.repoServer) {
+      const main = unordered(spec.containers.find((c: Obj) => c.name === REPO_SERVER));
+      const stub = unordered(argoRepoServer().spec.template.spec.containers[0]);
+      const added = (k: 'env' | 'volumeMounts') => (main[k] as Obj[]).filter(x => !(stub[k] as Obj[]).some(y => isDeepStrictEqual(y, x)));
+      assert.deepEqual(unordered(inst.repoServer), { env: added('env'), volumeMounts: added('volumeMounts') }, `${inst.what}: the repo-server's entries differ from the render`);
+    }
   }
-  // What the component mounts without declaring it comes from Argo's pod: var-files and plugins.
-  const own = new Set(componentVolumes().map(v => v.name));
-  assert.deepEqual((rendered.volumeMounts as Obj[]).map(m => m.name).filter(n => !own.has(n)).sort(), [...ARGO_SIDECAR_VOLUMES].sort());
-  assert.ok(ARGO_SIDECAR_VOLUMES.every(n => spec.volumes.some((v: Obj) => v.name === n)));
 });
 
-test('every volume the Helm sidecar mounts is declared: the chart\'s var-files and plugins, the rest in repoServer.volumes as the component has them', () => {
-  const values = helmValues();
-  const inst = installs()[0]!;
-  const data = chartCmpData(values);
-  assertSameVolumes(inst, componentVolumes(), v => {
+test('every volume the Helm sidecar mounts is declared: the chart\'s var-files and plugins (and for git-creds ssh-known-hosts and tls-certs), the rest in repoServer.volumes as the components have them', () => {
+  const data = chartCmpData(helmValues());
+  for (const inst of helmInstalls()) {
+  assertSameVolumes(inst, componentVolumes(inst.components), v => {
     // The plugin's key of the chart's argocd-cmp-cm, seen under the name the sidecar's subPath reads.
     assert.equal(v.configMap?.name, 'argocd-cmp-cm', 'the plugin.yaml volume must be the chart\'s argocd-cmp-cm (configs.cmp)');
     const mount = inst.container.volumeMounts.find((m: Obj) => m.name === v.name);
@@ -146,10 +236,11 @@ test('every volume the Helm sidecar mounts is declared: the chart\'s var-files a
     assert.ok(item.key in data, `argocd-cmp-cm has no key ${item.key} (configs.cmp.plugins: ${Object.keys(data).join(', ')})`);
   });
   // The pod the chart would build validates (a stand-in of the chart's repo-server plus these values).
-  const repo = argoRepoServer();
-  repo.spec.template.spec.containers.push(...values.repoServer.extraContainers);
-  repo.spec.template.spec.volumes.unshift(...values.repoServer.volumes);
-  assert.doesNotThrow(() => new Deployment(repo as any).validate());
+  assert.doesNotThrow(() => new Deployment(installedPod(inst) as any).validate(), inst.what);
+  }
+  // The git-creds values go on top of values.yaml (a second -f): everything else comes from there.
+  assert.deepEqual(Object.keys(helmValues('values-git-creds.yaml')), ['repoServer']);
+  assert.deepEqual(Object.keys(helmValues('values-git-creds.yaml').repoServer).sort(), ['env', 'extraContainers', 'volumeMounts', 'volumes']);
 });
 
 test('configs.cmp.plugins holds the plugin.yaml of the kustomize base: proxy and workers agree on one spec', () => {
@@ -163,9 +254,11 @@ test('configs.cmp.plugins holds the plugin.yaml of the kustomize base: proxy and
 });
 
 test('the operator snippet mounts the base\'s cmp-offload-plugin ConfigMap and declares every other volume as the component does', () => {
-  const inst = installs()[1]!;
-  assertSameVolumes(inst, componentVolumes(), v => assert.deepEqual(v, componentVolumes().find(c => c.name === v.name)));
-  assert.equal(operatorCR().metadata.name, 'argocd', 'the component\'s Service and NetworkPolicy select argocd-repo-server pods');
+  for (const inst of operatorInstalls()) {
+    const expected = componentVolumes(inst.components);
+    assertSameVolumes(inst, expected, v => assert.deepEqual(v, expected.find(c => c.name === v.name)));
+  }
+  for (const f of ['argocd.yaml', 'argocd-git-creds.yaml']) assert.equal(operatorCR(f).metadata.name, 'argocd', `${f}: the component's Service and NetworkPolicy select argocd-repo-server pods`);
 });
 
 test('the Helm and operator kustomizations render the base and the proxy\'s metrics objects; Helm workers read the chart\'s argocd-cmp-cm (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {

@@ -96,7 +96,9 @@ export function strategicMerge(base: Obj, patch: Obj): Obj {
 /**
  * The shape of Argo CD's own argocd-repo-server Deployment (manifests/base/repo-server) that
  * matters to a plugin sidecar: the copyutil init container filling var-files, the plugins and
- * tmp volumes. The sidecar patch is applied onto it.
+ * tmp volumes, the SSH known hosts and TLS certificates the git credential env of a request
+ * names (components/git-creds mounts them in the sidecar), and one env entry (patches add to the
+ * container's env). The sidecar patch is applied onto it.
  */
 export function argoRepoServer(): Obj {
   return {
@@ -121,7 +123,15 @@ export function argoRepoServer(): Obj {
               name: 'argocd-repo-server',
               image: 'quay.io/argoproj/argocd:v3.1.5',
               ports: [{ containerPort: 8081 }, { containerPort: 8084 }],
+              env: [
+                {
+                  name: 'ARGOCD_REPO_SERVER_LOGLEVEL',
+                  valueFrom: { configMapKeyRef: { name: 'argocd-cmd-params-cm', key: 'reposerver.log.level', optional: true } },
+                },
+              ],
               volumeMounts: [
+                { name: 'ssh-known-hosts', mountPath: '/app/config/ssh' },
+                { name: 'tls-certs', mountPath: '/app/config/tls' },
                 { name: 'var-files', mountPath: '/var/run/argocd' },
                 { name: 'plugins', mountPath: '/home/argocd/cmp-server/plugins' },
                 { name: 'tmp', mountPath: '/tmp' },
@@ -129,6 +139,8 @@ export function argoRepoServer(): Obj {
             },
           ],
           volumes: [
+            { name: 'ssh-known-hosts', configMap: { name: 'argocd-ssh-known-hosts-cm' } },
+            { name: 'tls-certs', configMap: { name: 'argocd-tls-certs-cm' } },
             { name: 'var-files', emptyDir: {} },
             { name: 'plugins', emptyDir: {} },
             { name: 'tmp', emptyDir: {} },

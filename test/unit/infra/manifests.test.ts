@@ -39,6 +39,7 @@ const PATCHES = new Set([
   ...['redis-sentinel', 'redis-cluster'].flatMap(o => [`overlays/${o}/scaledobject-patch.yaml`, `overlays/${o}/worker-egress-patch.yaml`]),
   'components/otlp/repo-server-patch.yaml',
   'components/otlp/worker-patch.yaml',
+  'components/git-creds/repo-server-patch.yaml',
 ]);
 const OUR_IMAGES = { proxy: 'ghcr.io/cmp-offload/cmp-offload-proxy', worker: 'ghcr.io/cmp-offload/cmp-offload-worker' };
 const OTHER_IMAGES = new Set(['redis:7.2']);
