@@ -94,7 +94,7 @@ function pathsOf(name: string, value: string): string[] {
 }
 
 /** undefined when the env carries neither a nonce nor a file reference (nothing to relay). */
-export function gitCredsOf(env: readonly EnvEntry[]): GitCredsEnv | undefined {
+export function gitCredsOf(env: readonly EnvEntry[], defaultSocket = DEFAULT_ASKPASS_SOCKET): GitCredsEnv | undefined {
   // The last entry of each name is the one the command sees (Go's dedupEnv, cmp/exec/env.ts).
   const lastAt = new Map<string, number>();
   env.forEach((e, i) => {
@@ -107,7 +107,7 @@ export function gitCredsOf(env: readonly EnvEntry[]): GitCredsEnv | undefined {
   });
   const nonce = value('ARGOCD_GIT_ASKPASS_NONCE') || undefined;
   if (nonce === undefined && files.size === 0) return undefined;
-  return { ...(nonce !== undefined ? { nonce } : {}), socket: value('ARGOCD_ASK_PASS_SOCK') || DEFAULT_ASKPASS_SOCKET, files: [...files] };
+  return { ...(nonce !== undefined ? { nonce } : {}), socket: value('ARGOCD_ASK_PASS_SOCK') || defaultSocket, files: [...files] };
 }
 
 /**

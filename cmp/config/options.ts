@@ -1,3 +1,4 @@
+import { DEFAULT_ASKPASS_SOCKET } from '../askpass/git-creds-env.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,6 +21,11 @@ export interface Options {
   workRoot: string;
   /** ARGOCD_GRPC_MAX_SIZE_MB in bytes: max gRPC message size, both directions. */
   maxMessageBytes: number;
+  /**
+   * ARGOCD_ASK_PASS_SOCK of this process: the repo-server's askpass socket for provideGitCreds
+   * requests that do not name one (repo-servers before 2.13), as Argo's helper falls back to it.
+   */
+  askpassSocket: string;
   /** ARGOCD_EXEC_TIMEOUT: SIGTERM to a command's process group after this long. */
   execTimeoutMs: number;
   /** ARGOCD_EXEC_FATAL_TIMEOUT: SIGKILL this long after the SIGTERM. */
@@ -242,6 +248,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     socketDir: env.ARGOCD_PLUGINSOCKFILEPATH || DEFAULT_SOCKET_DIR,
     workRoot: path.join(env.ARGOCD_CMP_WORKDIR || os.tmpdir(), '_cmp_server'),
     maxMessageBytes,
+    askpassSocket: env.ARGOCD_ASK_PASS_SOCK || DEFAULT_ASKPASS_SOCKET,
     execTimeoutMs: argoDuration(env.ARGOCD_EXEC_TIMEOUT, 90_000),
     execFatalTimeoutMs: argoDuration(env.ARGOCD_EXEC_FATAL_TIMEOUT, 10_000),
     concurrency: integer(env, 'CMP_OFFLOAD_CONCURRENCY', Math.max(1, os.availableParallelism()), 1),

@@ -17,6 +17,8 @@ export const MAX_LOOKUPS_PER_JOB = 256;
 const MAX_ANSWERING = 32;
 /** A file the env points to (a TLS client certificate or key, an SSH key, known hosts) is small. */
 export const MAX_CREDS_FILE_BYTES = 1024 * 1024;
+/** Argo points at four at most (a client certificate and key, or an SSH key and known hosts; a CA). */
+const MAX_CREDS_FILES = 16;
 const MAX_CREDS_FILES_BYTES = 4 * 1024 * 1024;
 /** How long the repo-server's askpass may take for one answer. */
 const ASKPASS_TIMEOUT_MS = 5_000;
@@ -106,6 +108,7 @@ export class GitCredsResponder {
 
   /** The files the request's env points to, as they are now (the repo-server removes them when its call returns). */
   private async files(creds: GitCredsEnv): Promise<LookupAnswer> {
+    if (creds.files.length > MAX_CREDS_FILES) return { ok: false, code: Status.FAILED_PRECONDITION, message: `the env names ${creds.files.length} files, more than ${MAX_CREDS_FILES}` };
     const files: [string, string][] = [];
     let total = 0;
     for (const file of creds.files) {

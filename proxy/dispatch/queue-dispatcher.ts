@@ -301,7 +301,7 @@ export class QueueDispatcher implements Dispatcher {
     // provideGitCreds: the job's lookups are answered here, with this caller's nonce and files,
     // which live only as long as its call. So its runs are its own: no other caller's job is
     // joined (their nonce dies with their call), none joins it (the cache still answers them).
-    const creds = this.gitCreds && kind === 'generate' ? gitCredsOf(req.env) : undefined;
+    const creds = this.gitCreds && kind === 'generate' ? gitCredsOf(req.env, this.deps.engine.options.askpassSocket) : undefined;
     const waitId = creds ? resultId : (key ?? resultId);
     const waitersKey = this.keys.waiters(this.deps.pluginName, waitId);
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
