@@ -19,6 +19,8 @@ export interface DistributedOptions {
   workerPluginYaml?: string;
   /** A different plugin.yaml for the workers' runners (worker/runner skew tests). */
   runnerPluginYaml?: string;
+  /** Where the workers run plugin commands: their runner (default) or `in-process`. */
+  workerRunner?: 'process' | 'in-process';
   /** Start Redis with this password (requirepass); the URL every process gets carries it. */
   redisPassword?: string;
   /** Extra files for the config dirs. */
@@ -65,6 +67,7 @@ export async function startDistributed(opts: DistributedOptions): Promise<Distri
     const w = await startWorker({
       pluginYaml: opts.workerPluginYaml ?? opts.pluginYaml,
       runnerPluginYaml: opts.runnerPluginYaml,
+      ...(opts.workerRunner ? { runner: opts.workerRunner } : {}),
       env: { ...env, ...opts.workerEnv, ...extra },
       files: opts.files,
     });

@@ -13,6 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
+import { load as loadYaml } from 'js-yaml';
 import { decodeFailure } from '../../cmp/queue/job-contract.js';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import { ANY, assertOurError } from '../helpers/our-errors.js';
@@ -20,7 +21,7 @@ import { startDistributed, TEST_SIGNING_KEY } from '../helpers/distributed.js';
 import { startFakeAskpass, type FakeAskpass } from '../helpers/fake-askpass.js';
 import { startGitHttpServer, type GitHttpServer } from '../helpers/git-http-server.js';
 import { openCmpClient, repoMetadata, type RpcOutcome } from '../helpers/grpc-client.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { fixturePath, REPO_ROOT } from '../helpers/paths.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { tarballOf } from '../helpers/repo.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
@@ -239,6 +240,20 @@ describe('provideGitCreds across the network (distributed)', { skip: !distribute
     }
   });
 
+  test('a worker running plugin commands in-process relays the credentials the same way', async () => {
+    const inProcess = await startDistributed({ pluginYaml: PLUGIN, socketName: 'gitcreds.sock', workers: 1, env: PATH_ENV, workerRunner: 'in-process' });
+    try {
+      const nonce = askpass.add({ username: USER, password: PASSWORD });
+      const s = seen(await generate(inProcess.proxy, request(askpassEnv(nonce), 'in-process')));
+      assert.equal(s.sha, git.commit, `git ls-remote through the worker's own askpass (stderr: ${s.err})`);
+      assert.notEqual(s.sockPath, askpassSocket);
+      assert.equal(fs.existsSync(s.sockPath), false, 'the run\'s askpass socket is gone after the call');
+      askpass.remove(nonce);
+    } finally {
+      await inProcess.stop();
+    }
+  });
+
   test('a plugin without provideGitCreds: its run gets the env as it is and no askpass', async () => {
     const plain = await startDistributed({ pluginYaml: PLAIN, socketName: 'gitcreds.sock', workers: 1, env: PATH_ENV });
     try {
@@ -250,6 +265,25 @@ describe('provideGitCreds across the network (distributed)', { skip: !distribute
       askpass.remove(nonce);
     } finally {
       await plain.stop();
+    }
+  });
+
+  test('the konn-jsonnet plugin.yaml (provideGitCreds: true) clones its libraries from a private remote in init', async () => {
+    // The fixture's plugin.yaml as it is, but for its binary: a stand-in that clones and renders like it.
+    const cm = loadYaml(fs.readFileSync(fixturePath('plugins', 'konn-jsonnet.plugin.configmap.yaml'), 'utf8')) as { data: Record<string, string> };
+    const konnYaml = cm.data['plugin.yaml']!.replaceAll('/usr/local/bin/argocd-konn-jsonnet-plugin', fixturePath('e2e', 'konn-standin.sh'));
+    const konn = await startDistributed({ pluginYaml: konnYaml, socketName: 'konn-jsonnet.sock', workers: 1, env: PATH_ENV });
+    try {
+      const nonce = askpass.add({ username: USER, password: PASSWORD });
+      const env = [...askpassEnv(nonce), { name: 'ARGOCD_APP_NAME', value: 'konn' }, { name: 'ARGOCD_ENV_KONN_LIBS', value: git.url }];
+      const out = await generate(konn.proxy, env);
+      assert.ok('value' in out, JSON.stringify(out));
+      const cmOut = JSON.parse(out.value.manifests[0]!) as { data: { head: string; readme: string } };
+      assert.deepEqual(cmOut.data, { head: git.commit, readme: 'served over http' });
+      assert.ok(askpass.calls().includes(nonce));
+      askpass.remove(nonce);
+    } finally {
+      await konn.stop();
     }
   });
 
