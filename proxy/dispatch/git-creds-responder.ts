@@ -91,7 +91,9 @@ export class GitCredsResponder {
     } else answer = m.what === 'credentials' ? await this.credentials(reg.creds) : await this.files(reg.creds);
     // Logged by name and outcome only, never by value.
     this.deps.log.debug({ jobId: m.jobId, what: m.what, ok: answer.ok }, 'git credentials lookup answered');
-    const ttl = Math.max(1_000, Math.min(ANSWER_TTL_MS, reg.expiresAt - Date.now()));
+    // Never past the job's deadline: a lookup that late has no one left to answer.
+    const ttl = Math.min(ANSWER_TTL_MS, reg.expiresAt - Date.now());
+    if (ttl <= 0) return;
     await this.deps.redis.set(this.deps.keys.gitCredsAnswer(m.jobId, m.lookupId), sealAnswer(this.deps.signingKey, m, answer), 'PX', ttl);
   }
 
