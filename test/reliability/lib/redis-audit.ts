@@ -60,7 +60,7 @@ async function ownerOf(redis: Redis, prefix: string, key: string): Promise<strin
   const [queue, second, third] = parts;
   if (!queue || second === undefined) return undefined;
   // Only BullMQ's own keys may live without a TTL; ours all start with a known kind.
-  if (['blob', 'blob-upload', 'out', 'res', 'waiter-ids', 'reads', 'shapes'].includes(queue)) return undefined;
+  if (['blob', 'blob-upload', 'out', 'res', 'waiter-ids', 'reads', 'shapes', 'git-creds'].includes(queue)) return undefined;
   if (parts.length === 2 && QUEUE_STRUCTURES.has(second)) return 'queue structure';
   if (second === 'de' && third !== undefined) {
     const jobId = await redis.get(key);
