@@ -62,9 +62,14 @@ export async function runKeeper(argv: string[]): Promise<number> {
     refusedLogged = Date.now();
     log.warn('keeper: ignoring a paths notice that does not verify (not signed with CMP_OFFLOAD_SIGNING_KEY, or stale)');
   });
-  // Not awaited: with Redis away at start the keeper still serves its probes and stops on SIGTERM.
   // ioredis subscribes again by itself after a reconnect; the resync covers what was missed.
-  void subscriber.subscribe(keys.pathsChannel()).catch(err => log.warn({ err: messageOf(err) }, 'paths channel not subscribed yet'));
+  const subscribed = subscriber.subscribe(keys.pathsChannel()).then(
+    () => true,
+    err => {
+      log.warn({ err: messageOf(err) }, 'paths channel not subscribed yet');
+      return false;
+    },
+  );
 
   metrics.info.set({ role: 'keeper', plugin: '', mode: 'distributed' }, 1);
   const http = serveOpsInBackground(options.http, log, async () =>
@@ -78,6 +83,9 @@ export async function runKeeper(argv: string[]): Promise<number> {
       },
     }),
   );
+  // The start line once notices are heard (a notice published before would wait for the resync),
+  // or after the Redis timeout: with Redis away the keeper still serves its probes and stops on SIGTERM.
+  await Promise.race([subscribed, new Promise(resolve => setTimeout(resolve, ro.timeoutMs).unref())]);
   keeper.start();
   log.info(
     { redis: ro.redacted, api: ko.apiUrl, argocdNamespace: ko.argocdNamespace, graceMs: ko.graceMs, resyncMs: ko.resyncMs, dryRun: ko.dryRun, apiQps: ko.apiQps },
