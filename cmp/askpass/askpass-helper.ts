@@ -1,5 +1,7 @@
 import path from 'node:path';
 import { formatGoTime, RFC3339, textLine } from '../logrus-text.js';
+// No imports of its own beyond a type: cheap on the helper's start-up path.
+import { DEFAULT_ASKPASS_SOCKET } from './git-creds-env.js';
 
 /*
  * cmp-offload's `argocd` in git askpass mode (bin/git-askpass/argocd): git runs `$GIT_ASKPASS
@@ -12,8 +14,6 @@ import { formatGoTime, RFC3339, textLine } from '../logrus-text.js';
 /** The ARGOCD_BINARY_NAME (or program name) that selects askpass mode in Argo's `argocd`. */
 export const ASKPASS_BINARY_NAME = 'argocd-git-ask-pass';
 
-/** Argo's default ARGOCD_ASK_PASS_SOCK (repeated from git-creds-env.ts, which this start-up path does not load). */
-const DEFAULT_SOCKET = '/tmp/reposerver-ask-pass.sock';
 
 /**
  * Argo's helper waits as long as the call takes; git then waits on it. A bound, so that a relay
@@ -47,7 +47,7 @@ export async function askpassHelper(args: readonly string[], env: Record<string,
   if (args.length !== 2) return fatal(io, `expected 1 argument, got ${args.length - 1}`);
   const nonce = env.ARGOCD_GIT_ASKPASS_NONCE ?? '';
   if (nonce === '') return fatal(io, 'ARGOCD_GIT_ASKPASS_NONCE is not set');
-  const socket = env.ARGOCD_ASK_PASS_SOCK || DEFAULT_SOCKET;
+  const socket = env.ARGOCD_ASK_PASS_SOCK || DEFAULT_ASKPASS_SOCKET;
   const [{ AskpassError, getCredentials }, { formatRpcError }] = await Promise.all([import('./askpass-grpc.js'), import('../client/rpc-status.js')]);
   let creds;
   try {
