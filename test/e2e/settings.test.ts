@@ -14,7 +14,7 @@ import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
 import { freePort } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
-import { generateCall, lines, until } from '../integration/distributed-helpers.js';
+import { generateCall, lines, until, untilHttpListening } from '../integration/distributed-helpers.js';
 import { MODES, startCmp } from './harness.js';
 
 /**
@@ -341,7 +341,7 @@ describe('CMP_OFFLOAD_CONCURRENCY (standalone)', () => {
     const client = openCmpClient(proxy.socketPath);
     const tags = Array.from({ length: n + 1 }, (_, i) => `conc-${i}`);
     try {
-      await until(() => proxy.stderr().includes('"http listening"'), 10_000, 'the HTTP server');
+      await untilHttpListening(proxy, 'the HTTP server');
       const gauge = async (name: string) => {
         const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
         return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
@@ -424,7 +424,7 @@ describe('CMP_OFFLOAD_HTTP_ADDR=off', () => {
       startProxy({ pluginYaml: HOLD_PLUGIN, socketName: 'hold.sock', env: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`, ARGOCD_CMP_SERVER_LOGLEVEL: 'info' } }),
     ]);
     try {
-      await until(() => on.stderr().includes('"http listening"'), 10_000, 'the HTTP server');
+      await untilHttpListening(on, 'the HTTP server');
       assert.deepEqual(tcpSockets(on.proc.pid!).filter(s => s.listening), [{ port, listening: true }]);
       assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
       // Both served their socket and logged `serving`; the proxy with `off` has no TCP socket at

@@ -83,6 +83,17 @@ export function generateCall(
 export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 
 /** Poll until `check` gives something truthy (returned) or fail after `ms`. */
+/**
+ * Wait for a process's `"http listening"` log line: the ops server starts in the background, after
+ * the socket, and loading fastify on a loaded machine took more than 10 s once (a clean-clone run,
+ * three suites at once on two cores). A timeout shows the process's stderr (a port taken, a crash).
+ */
+export async function untilHttpListening(proc: { stderr(): string }, what: string, ms = 30_000): Promise<void> {
+  await until(() => proc.stderr().includes('"http listening"'), ms, what).catch((e: unknown) => {
+    throw new Error(`${(e as Error).message}\n${proc.stderr().slice(-2000)}`);
+  });
+}
+
 export async function until<T>(check: () => T | Promise<T>, ms: number, what: string): Promise<NonNullable<T>> {
   const end = Date.now() + ms;
   for (;;) {

@@ -14,7 +14,7 @@ import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
 import { scrape } from '../helpers/metrics.js';
 import { freePort, startRedis } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
-import { generateCall, markerPlugin, until } from './distributed-helpers.js';
+import { generateCall, markerPlugin, until, untilHttpListening } from './distributed-helpers.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { BIN } from '../helpers/paths.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
@@ -66,7 +66,7 @@ describe('operations: standalone proxy', () => {
         ARGOCD_EXEC_FATAL_TIMEOUT: '1s',
       },
     });
-    await until(() => proxy.stderr().includes('"http listening"'), 10_000, 'the HTTP server');
+    await untilHttpListening(proxy, 'the HTTP server');
     client = openCmpClient(proxy.socketPath);
     tgz = await tarballOf({ 'app.yaml': 'x: 1\n' });
   });
@@ -147,7 +147,7 @@ describe('operations: standalone proxy', () => {
     });
     const c = openCmpClient(p.socketPath);
     try {
-      await until(() => p.stderr().includes('"http listening"'), 10_000, 'the HTTP server');
+      await untilHttpListening(p, 'the HTTP server');
       const mark = `${marks}/running`;
       const running = c.generate(generateCall(tgz, { TAG: 'busy', MODE: 'busy', MARK: mark }));
       await until(() => fs.existsSync(mark), 10_000, 'the request\'s command to run');
@@ -189,8 +189,8 @@ describe('operations: distributed mode', () => {
       proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${proxyPort}` },
       workerEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${workerPort}`, CMP_OFFLOAD_DASHBOARD_TOKEN: token },
     });
-    await until(() => d.proxy.stderr().includes('"http listening"'), 10_000, 'the proxy HTTP server');
-    await until(() => d.workers[0]!.stderr().includes('"http listening"'), 10_000, 'the worker HTTP server');
+    await untilHttpListening(d.proxy, 'the proxy HTTP server');
+    await untilHttpListening(d.workers[0]!, 'the worker HTTP server');
     client = openCmpClient(d.proxy.socketPath);
   });
 
@@ -336,7 +336,7 @@ test('the dashboard token can come from CMP_OFFLOAD_DASHBOARD_TOKEN_FILE: /queue
     workerEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${workerPort}`, CMP_OFFLOAD_DASHBOARD_TOKEN_FILE: file },
   });
   try {
-    await until(() => d.workers[0]!.stderr().includes('"http listening"'), 10_000, 'the worker HTTP server');
+    await untilHttpListening(d.workers[0]!, 'the worker HTTP server');
     assert.equal((await get(workerPort, '/queues')).status, 401);
     assert.equal((await get(workerPort, '/queues', { authorization: `Bearer ${token.slice(0, -1)}x` })).status, 401);
     // The file's newline is not part of the token.

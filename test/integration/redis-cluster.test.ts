@@ -14,7 +14,7 @@ import { freePort } from '../helpers/redis-server.js';
 import { redisCli, startRedisCluster, type RedisTopology } from '../helpers/redis-topology.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { tarballOf } from '../helpers/repo.js';
-import { markerPlugin, until } from './distributed-helpers.js';
+import { markerPlugin, untilHttpListening } from './distributed-helpers.js';
 import { topologyFlow } from './topology-flow.js';
 
 const PREFIX = '{cmp-offload}';
@@ -64,9 +64,8 @@ describe('Redis Cluster (3 masters, started by the test)', () => {
   });
 
   test('proxy and worker report Redis ready on /readyz and in cmp_offload_redis_connected', async () => {
-    await until(() => d.proxy.stderr().includes('"http listening"') && d.workers[0]!.stderr().includes('"http listening"'), 10_000, 'both HTTP servers').catch(e => {
-      throw new Error(`${(e as Error).message}\nproxy: ${d.proxy.stderr().slice(-2000)}\nworker: ${d.workers[0]!.stderr().slice(-2000)}`);
-    });
+    await untilHttpListening(d.proxy, 'the proxy HTTP server');
+    await untilHttpListening(d.workers[0]!, 'the worker HTTP server');
     for (const port of [proxyPort, workerPort]) {
       assert.equal(await ready(port), 200, `readyz on ${port}`);
       assert.equal(await redisConnected(port), 1, `metric on ${port}`);

@@ -8,7 +8,7 @@ import { redisCli, startRedisSentinel, type SentinelTopology } from '../helpers/
 import { openCmpClient } from '../helpers/grpc-client.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { tarballOf } from '../helpers/repo.js';
-import { generateCall, markerPlugin, startsOf, until } from './distributed-helpers.js';
+import { generateCall, markerPlugin, startsOf, until, untilHttpListening } from './distributed-helpers.js';
 import { manifestsOf, topologyFlow } from './topology-flow.js';
 
 const QUEUE = 'qsentinel';
@@ -66,7 +66,8 @@ describe('Redis Sentinel (1 master, 1 replica, 3 sentinels, all with AUTH, start
   });
 
   test('proxy and worker report Redis ready on /readyz and in cmp_offload_redis_connected', async () => {
-    await until(() => d.proxy.stderr().includes('"http listening"') && d.workers[0]!.stderr().includes('"http listening"'), 10_000, 'both HTTP servers');
+    await untilHttpListening(d.proxy, 'the proxy HTTP server');
+    await untilHttpListening(d.workers[0]!, 'the worker HTTP server');
     for (const port of [proxyPort, workerPort]) {
       assert.equal(await ready(port), 200, `readyz on ${port}`);
       assert.equal(await redisConnected(port), 1, `metric on ${port}`);
