@@ -82,7 +82,6 @@ export function generateCall(
 
 export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 
-/** Poll until `check` gives something truthy (returned) or fail after `ms`. */
 /**
  * Wait for a process's `"http listening"` log line: the ops server starts in the background, after
  * the socket, and loading fastify on a loaded machine took more than 10 s once (a clean-clone run,
@@ -94,6 +93,7 @@ export async function untilHttpListening(proc: { stderr(): string }, what: strin
   });
 }
 
+/** Poll until `check` gives something truthy (returned) or fail after `ms`. */
 export async function until<T>(check: () => T | Promise<T>, ms: number, what: string): Promise<NonNullable<T>> {
   const end = Date.now() + ms;
   for (;;) {
