@@ -13,18 +13,26 @@ interface Seen extends PassView {
 type View = { app: string; value?: string; reason?: string; derivedAt: string };
 
 /**
- * Every app's value from the proxy's /generate-paths, once each app's record comes from this
- * pass (distributed mode writes them in the background, after the answer).
+ * Every app's value from the proxy's /generate-paths once the pass's records are in: every app has
+ * one, and none changed for a second (distributed mode writes them in the background, right after
+ * each answer). "Written during this pass" cannot be asked: a record whose outcome did not change
+ * is not rewritten (refreshAfter in cmp/cache/app-paths.ts), so it keeps its older derivedAt.
  */
-async function derivedValues(port: number, token: string, apps: number, since: number): Promise<Map<string, string | undefined>> {
+async function derivedValues(port: number, token: string, apps: number): Promise<Map<string, string | undefined>> {
   const deadline = Date.now() + 30_000;
+  let last = '';
+  let stableSince = Date.now();
   for (;;) {
     const res = await fetch(`http://127.0.0.1:${port}/generate-paths`, { headers: { authorization: `Bearer ${token}` } });
     if (res.status !== 200) throw new Error(`/generate-paths answered ${res.status}`);
     const views = new Map(((await res.json()) as { apps: View[] }).apps.map(v => [v.app, v]));
-    const fresh = appNames(apps).every(a => Date.parse(views.get(a)?.derivedAt ?? '') >= since);
-    if (fresh) return new Map(appNames(apps).map(a => [a, views.get(a)!.value]));
-    if (Date.now() > deadline) throw new Error(`/generate-paths: not every app has a record of the pass after 30 s`);
+    const snapshot = JSON.stringify(appNames(apps).map(a => views.get(a) ?? null));
+    if (snapshot !== last) {
+      last = snapshot;
+      stableSince = Date.now();
+    }
+    if (appNames(apps).every(a => views.has(a)) && Date.now() - stableSince >= 1_000) return new Map(appNames(apps).map(a => [a, views.get(a)!.value]));
+    if (Date.now() > deadline) throw new Error(`/generate-paths: not every app has a record, or the records kept changing, for 30 s`);
     await sleep(100);
   }
 }
@@ -72,13 +80,11 @@ export const generatePathsSkip: Scenario = {
     const port = await freePort();
     const token = randomBytes(16).toString('hex');
     const seen: Seen[] = [];
-    let passStart = Date.now();
     await storm('traced', apps, {
       proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`, CMP_OFFLOAD_DASHBOARD_TOKEN: token },
       workerEnv: { CMP_OFFLOAD_HTTP_ADDR: 'off' },
       async onPass(view) {
-        seen.push({ ...view, paths: await derivedValues(port, token, apps, passStart) });
-        passStart = Date.now();
+        seen.push({ ...view, paths: await derivedValues(port, token, apps) });
       },
     });
     const [cold, appChanged, baseChanged] = seen as [Seen, Seen, Seen];
