@@ -157,6 +157,11 @@ export const OUR_ERRORS = {
     text: (detail: string) =>
       `cmp-offload: the proxy cannot read the git credential files of this request: ${detail} (the sidecar must see the repo-server's /dev/shm and SSH known hosts at the same paths, docs/operations.md)`,
   },
+  spoolChanged: {
+    code: Status.DATA_LOSS,
+    text: (sha256: string) =>
+      `cmp-offload: the proxy's copy of tarball ${sha256} was changed on disk before its extraction (by a plugin command, which runs as the same uid in standalone mode); the next request receives it anew`,
+  },
   extractionCrashed: {
     code: Status.INTERNAL,
     text: (detail: string) => `extraction worker failed: ${detail}`,

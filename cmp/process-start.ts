@@ -20,6 +20,8 @@ export async function startProcess(
   argv: string[],
   role: 'proxy' | 'worker' | 'runner',
   check: (options: Engine['options']) => void,
+  /** An ingest process of a proxy: what it would log at start, its coordinator said already. */
+  quiet = false,
 ): Promise<Started> {
   const env = { ...process.env };
   // argocd-cmp-server's `--otlp-insecure` is a Go bool flag: alone it means true, `=false` turns it off.
@@ -51,7 +53,7 @@ export async function startProcess(
   check(options);
   const config = await readPluginConfig(options.configDirPath);
   const own = forPlugin(options, config.metadata.annotations);
-  if (own !== options) log.info({ annotation: CACHE_ANNOTATION, value: config.metadata.annotations[CACHE_ANNOTATION] }, `cache: ${cacheMode(own)} for this plugin (its plugin.yaml annotation ${CACHE_ANNOTATION})`);
+  if (own !== options && !quiet) log.info({ annotation: CACHE_ANNOTATION, value: config.metadata.annotations[CACHE_ANNOTATION] }, `cache: ${cacheMode(own)} for this plugin (its plugin.yaml annotation ${CACHE_ANNOTATION})`);
   return { log, engine: { config, options: own, baseEnv: pluginBaseEnv(process.env) } };
 }
 

@@ -5,6 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import { discoveryConfigured } from '../cmp/config/plugin-config.js';
+import type { Logger } from '../cmp/log.js';
 import type { PluginResult } from '../cmp/plugin/request.js';
 import {
   ConfigManagementPluginServiceService,
@@ -67,4 +68,18 @@ export function buildGrpcServer(deps: StreamingRpcDeps): grpc.Server {
   const contract = protoLoader.loadFileDescriptorSetFromBuffer(fs.readFileSync(path.join(protoDir(), 'descriptor.binpb')), loaderOptions);
   new ReflectionService({ ...contract, ...health }).addToServer(server);
   return server;
+}
+
+/**
+ * Stop accepting and let in-flight requests finish within `graceMs`; past it, cancel them (their
+ * runs are killed through their contexts). Resolves when the server is closed; the requests'
+ * promises in `inflight` may still be settling.
+ */
+export async function drainGrpcServer(server: grpc.Server, inflight: Set<Promise<unknown>>, graceMs: number, log: Logger): Promise<void> {
+  const graceful = new Promise<void>(resolve => server.tryShutdown(() => resolve()));
+  const grace = new Promise<'timeout'>(resolve => setTimeout(() => resolve('timeout'), graceMs).unref());
+  if ((await Promise.race([graceful.then(() => 'done' as const), grace])) === 'timeout') {
+    log.warn({ inflight: inflight.size }, 'grace period over, cancelling in-flight requests');
+    server.forceShutdown();
+  }
 }

@@ -13,6 +13,8 @@ export interface ProxyHttpDeps {
   /** The plugin socket; ready only while we listen on it and the file is there. */
   socketPath: string;
   listening(): boolean;
+  /** CMP_OFFLOAD_PROXY_PROCESSES > 1: the metrics of every process, summed. */
+  metrics?(): Promise<string>;
   /** Distributed mode: the proxy's Redis command connection, queue prefix and name. */
   redis?: { connection: RedisClient; prefix: string; queue: string };
   /** Standalone mode: the in-memory output cache, for its size gauges. */
@@ -39,6 +41,7 @@ export function buildProxyHttpApp(deps: ProxyHttpDeps): FastifyInstance {
   let counted = -Infinity;
   const app = buildOpsApp({
     checks,
+    ...(deps.metrics ? { metrics: deps.metrics } : {}),
     async beforeScrape() {
       if (deps.cache) {
         const { bytes, entries } = deps.cache.stats();

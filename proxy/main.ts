@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import fs from 'node:fs/promises';
 import * as grpc from '@grpc/grpc-js';
 import { discoveryConfigured, pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
@@ -11,9 +12,19 @@ import { checkRecorder } from '../cmp/trace/tracer-probe.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
 import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
-import { buildGrpcServer } from './grpc-server.js';
+import { buildGrpcServer, drainGrpcServer } from './grpc-server.js';
 import { IndexMemo } from './ingest/index-memo.js';
 import { SpoolStore } from './ingest/spool-store.js';
+import type { IngestProcesses } from './processes/coordinator.js';
+import type { StreamingRpcDeps } from './rpc/streaming-rpc.js';
+
+/** What serves the socket: this process's gRPC server, or the ingest processes (CMP_OFFLOAD_PROXY_PROCESSES > 1). */
+interface Front {
+  listen(): Promise<void>;
+  inflight(): number;
+  /** Stop accepting, drain within the grace period, cancel the rest. */
+  drain(): Promise<void>;
+}
 
 /**
  * `cmp-offload proxy`: the composition root. Starts like argocd-cmp-server (cmp-contract §1.3):
@@ -21,6 +32,7 @@ import { SpoolStore } from './ingest/spool-store.js';
  * Returns the process exit code once the server has shut down.
  */
 export async function runProxy(argv: string[]): Promise<number> {
+  if (cluster.isWorker) return (await import('./processes/ingest-process.js')).runIngestProcess(argv);
   let started;
   try {
     started = await startProcess(argv, 'proxy', options => {
@@ -36,8 +48,11 @@ export async function runProxy(argv: string[]): Promise<number> {
   }
   const { log, engine } = started;
   const { options } = engine;
-  const inflight = new Set<Promise<unknown>>();
-  const stopSignal = untilStopSignal(log, '', () => ({ inflight: inflight.size }));
+  let front: Front | undefined;
+  let failed = false;
+  const stopSignal = untilStopSignal(log, '', () => ({ inflight: front?.inflight() ?? 0 }));
+  let stopNow: () => void = () => {};
+  const stopped = Promise.race([stopSignal, new Promise<void>(resolve => (stopNow = resolve))]);
   const pluginFile = socketFileName(engine.config);
   const socketPath = `${options.socketDir}/${pluginFile}`;
   if (!discoveryConfigured(engine.config)) {
@@ -63,9 +78,38 @@ export async function runProxy(argv: string[]): Promise<number> {
   if (dispatcher instanceof QueueDispatcher && !(await dispatcher.waitReady(options.redis!.timeoutMs))) {
     log.warn('Redis is not reachable yet; requests fail with UNAVAILABLE until it is');
   }
-  const memo = new IndexMemo(options.indexMemoBytes);
-  const spools = new SpoolStore(options.workRoot);
-  const server = buildGrpcServer({ engine, pluginName, specDigest, dispatcher, inflight, log, memo, spools });
+  let ingest: IngestProcesses | undefined;
+  if (options.proxyProcesses > 1) {
+    const { IngestProcesses } = await import('./processes/coordinator.js');
+    ingest = new IngestProcesses({
+      processes: options.proxyProcesses,
+      dispatcher,
+      indexMemoBytes: options.indexMemoBytes,
+      graceMs: options.shutdownGraceMs,
+      log,
+      onFailure: () => {
+        failed = true;
+        stopNow();
+      },
+    });
+    front = {
+      // No bind of our own before the ingest processes: a client would be accepted by it and then
+      // find no socket. Only when theirs failed (the cluster module words the error its own way),
+      // one bind here for the text a single process gives.
+      listen: () =>
+        ingest!.start().catch(async (err: unknown) => {
+          const probe = await bindUnix(new grpc.Server(), socketPath);
+          probe.forceShutdown();
+          throw err;
+        }),
+      inflight: () => ingest!.inflight,
+      async drain() {
+        await ingest!.stop();
+        await terminateAll(5_000);
+        await ingest!.settled();
+      },
+    };
+  } else front = singleProcess({ engine, pluginName, specDigest, dispatcher, log }, socketPath);
 
   // Argo listens first and then resets the work root; resetting first means no request can
   // ever land in a work dir that is about to be wiped.
@@ -78,9 +122,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   }
   await fs.rm(socketPath, { force: true }).catch(() => {});
   try {
-    await new Promise<void>((resolve, reject) =>
-      server.bindAsync(`unix://${socketPath}`, grpc.ServerCredentials.createInsecure(), err => (err ? reject(err) : resolve())),
-    );
+    await front.listen();
   } catch (err) {
     process.stderr.write(`failed to listen on ${socketPath}: ${(err as Error).message}\n`);
     await dispatcher.close();
@@ -93,6 +135,7 @@ export async function runProxy(argv: string[]): Promise<number> {
     (await import('./http-app.js')).buildProxyHttpApp({
       socketPath,
       listening: () => listening,
+      ...(ingest ? { metrics: () => ingest.metrics() } : {}),
       ...(dispatcher instanceof QueueDispatcher
         ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
         : { cache: (dispatcher as LocalDispatcher).cache }),
@@ -101,25 +144,18 @@ export async function runProxy(argv: string[]): Promise<number> {
   );
   log.info(
     options.redis
-      ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix }
-      : { socket: socketPath, mode: 'standalone', concurrency: options.concurrency },
+      ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix, processes: options.proxyProcesses }
+      : { socket: socketPath, mode: 'standalone', concurrency: options.concurrency, processes: options.proxyProcesses },
     'serving',
   );
 
-  await stopSignal;
+  await stopped;
 
   // Stop accepting (the repo-server dials the socket path afresh for every use), let in-flight
   // requests finish within the grace period, then force the rest and kill what they left.
   listening = false;
   await fs.rm(socketPath, { force: true }).catch(() => {});
-  const graceful = new Promise<void>(resolve => server.tryShutdown(() => resolve()));
-  const grace = new Promise<'timeout'>(resolve => setTimeout(() => resolve('timeout'), options.shutdownGraceMs).unref());
-  if ((await Promise.race([graceful.then(() => 'done' as const), grace])) === 'timeout') {
-    log.warn({ inflight: inflight.size }, 'grace period over, cancelling in-flight requests');
-    server.forceShutdown();
-  }
-  await terminateAll(5_000);
-  await Promise.allSettled([...inflight]);
+  await front.drain();
   await recorderChecked; // its probe command is ours to wait for (bounded by the probe's 10 s)
   await dispatcher.close();
   await shutdownTracing().catch(() => {});
@@ -127,5 +163,29 @@ export async function runProxy(argv: string[]): Promise<number> {
   await fs.rm(options.workRoot, { recursive: true, force: true }).catch(() => {});
   log.info('stopped');
   log.flush();
-  return 0;
+  return failed ? 1 : 0;
+}
+
+/** One process serving the socket itself: the gRPC server, with its tree-index memo and spool store. */
+function singleProcess(deps: Omit<StreamingRpcDeps, 'inflight' | 'memo' | 'spools'>, socketPath: string): Front {
+  const inflight = new Set<Promise<unknown>>();
+  const { options } = deps.engine;
+  const memo = new IndexMemo(options.indexMemoBytes);
+  const spools = new SpoolStore(options.workRoot, { keepBytes: options.spoolKeepBytes });
+  const server = buildGrpcServer({ ...deps, inflight, memo, spools });
+  return {
+    listen: () => bindUnix(server, socketPath).then(() => {}),
+    inflight: () => inflight.size,
+    async drain() {
+      await drainGrpcServer(server, inflight, options.shutdownGraceMs, deps.log!);
+      await terminateAll(5_000);
+      await Promise.allSettled([...inflight]);
+    },
+  };
+}
+
+function bindUnix(server: grpc.Server, socketPath: string): Promise<grpc.Server> {
+  return new Promise((resolve, reject) =>
+    server.bindAsync(`unix://${socketPath}`, grpc.ServerCredentials.createInsecure(), err => (err ? reject(err) : resolve(server))),
+  );
 }

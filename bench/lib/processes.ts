@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { sumOverTree } from '../../test/helpers/process-tree.js';
 import { rssBytes } from '../../test/helpers/rss.js';
 import type { BenchOptions } from './types.js';
 
@@ -53,4 +54,12 @@ export function profileEnv(opts: BenchOptions, scenario: string): Record<string,
   fs.mkdirSync(dir, { recursive: true });
   const preload = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'cpu-profile-preload.js')).href;
   return { NODE_OPTIONS: `--import=${preload}`, CMP_BENCH_PROFILE_DIR: dir };
+}
+
+/**
+ * CPU time (user + system) of a process and of its live descendants, in ms: a proxy with
+ * CMP_OFFLOAD_PROXY_PROCESSES > 1 is a coordinator and its ingest processes.
+ */
+export function treeCpuMs(pid: number): number {
+  return sumOverTree(pid, p => cpuMs(p));
 }

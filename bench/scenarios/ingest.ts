@@ -17,7 +17,7 @@ export const PLUGIN = pluginYaml('ingest', 'discover:\n  fileName: "no-such-file
  * its own, as the repo-server dials per request; ms until the answer.
  */
 export async function send(socketPath: string, t: Tarball, rpc: StreamingRpc = 'matchRepository', meta: { appRelPath?: string } = {}): Promise<number> {
-  const client = connectPlugin(socketPath);
+  const client = connectPlugin(socketPath, { ownConnection: true });
   try {
     const start = process.hrtime.bigint();
     const res = await callClientStream(client, rpc, tarballMessages(t, 1024, meta));

@@ -20,6 +20,11 @@ export function grpcMaxMessageBytes(env: Record<string, string | undefined>): nu
 export interface ConnectOptions {
   /** Max size of one message, both directions (default: 100 MiB). */
   maxMessageBytes?: number;
+  /**
+   * A connection of this client's own, as the repo-server dials one per call (grpc-js otherwise
+   * shares one connection among the clients of a target): what spreads calls over proxy processes.
+   */
+  ownConnection?: boolean;
 }
 
 /**
@@ -33,5 +38,6 @@ export function connectPlugin(socketPath: string, options: ConnectOptions = {}):
     'grpc.max_send_message_length': max,
     'grpc.keepalive_time_ms': 20_000,
     'grpc.keepalive_permit_without_calls': 0,
+    ...(options.ownConnection ? { 'grpc.use_local_subchannel_pool': 1 } : {}),
   });
 }

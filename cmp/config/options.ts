@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { RevisionRule } from '../cache/traced-key.js';
 import type { TraceOptions } from '../trace/read-recorder.js';
+import { availableCpus } from './available-cpus.js';
 import { parseGoDuration } from './go-duration.js';
 
 /**
@@ -32,6 +33,11 @@ export interface Options {
   execFatalTimeoutMs: number;
   /** CMP_OFFLOAD_CONCURRENCY: plugin runs at once in this process. */
   concurrency: number;
+  /**
+   * CMP_OFFLOAD_PROXY_PROCESSES: processes serving the plugin socket (proxy). 1 is one process
+   * doing everything; N > 1 is a coordinator and N ingest processes (proxy/processes/).
+   */
+  proxyProcesses: number;
   cache: {
     /** CMP_OFFLOAD_CACHE: `traced` (input-traced, the default, see README), `on` (content cache only) or `off`. */
     enabled: boolean;
@@ -58,6 +64,8 @@ export interface Options {
   };
   /** CMP_OFFLOAD_INDEX_MEMO_BYTES: memory for the tree indexes of tarballs ingested lately (proxy). */
   indexMemoBytes: number;
+  /** CMP_OFFLOAD_SPOOL_KEEP_BYTES: disk for copies of tarballs received lately that no request holds (proxy). */
+  spoolKeepBytes: number;
   limits: {
     /** CMP_OFFLOAD_MAX_TARBALL_BYTES: gzip bytes accepted per request. */
     tarballBytes: number;
@@ -252,6 +260,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     execTimeoutMs: argoDuration(env.ARGOCD_EXEC_TIMEOUT, 90_000),
     execFatalTimeoutMs: argoDuration(env.ARGOCD_EXEC_FATAL_TIMEOUT, 10_000),
     concurrency: integer(env, 'CMP_OFFLOAD_CONCURRENCY', Math.max(1, os.availableParallelism()), 1),
+    proxyProcesses: integer(env, 'CMP_OFFLOAD_PROXY_PROCESSES', availableCpus(), 1),
     cache: {
       enabled: cacheSetting !== 'off',
       traced: cacheSetting === 'traced',
@@ -269,6 +278,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
       maxBytes: bytes(env, 'CMP_OFFLOAD_CACHE_MAX_BYTES', 256 * MiB),
     },
     indexMemoBytes: bytes(env, 'CMP_OFFLOAD_INDEX_MEMO_BYTES', 64 * MiB),
+    spoolKeepBytes: bytes(env, 'CMP_OFFLOAD_SPOOL_KEEP_BYTES', 256 * MiB, true),
     limits: {
       tarballBytes: bytes(env, 'CMP_OFFLOAD_MAX_TARBALL_BYTES', 2 * GiB),
       extractedBytes: bytes(env, 'CMP_OFFLOAD_MAX_EXTRACTED_BYTES', 8 * GiB),
@@ -677,12 +687,12 @@ function duration(env: Env, name: string, fallbackMs: number): number {
 const UNITS: Record<string, number> = { '': 1, k: 1e3, m: 1e6, g: 1e9, ki: 1024, mi: MiB, gi: GiB };
 
 /** A byte count: `1048576`, `512Mi`, `2Gi`, `100M`. */
-function bytes(env: Env, name: string, fallback: number): number {
+function bytes(env: Env, name: string, fallback: number, zero = false): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const m = /^(\d+)\s*([kKmMgG]i?)?$/.exec(raw.trim());
   const unit = UNITS[(m?.[2] ?? '').toLowerCase()];
-  if (!m || unit === undefined || Number(m[1]) <= 0) fail(name, raw, 'a positive byte count such as 512Mi or 2Gi');
+  if (!m || unit === undefined || Number(m[1]) < (zero ? 0 : 1)) fail(name, raw, `a ${zero ? '' : 'positive '}byte count such as 512Mi or 2Gi`);
   return Number(m[1]) * unit;
 }
 

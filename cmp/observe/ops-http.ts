@@ -14,13 +14,15 @@ export interface OpsHttpOptions {
   checks: ReadinessCheck[];
   /** Refresh gauges that are read at scrape time (queue depth). */
   beforeScrape?(): Promise<void>;
+  /** The exposition when it is more than this process's registry (a proxy's processes, summed). */
+  metrics?(): Promise<string>;
 }
 
 /**
  * The operations endpoints shared by proxy and worker:
  * - `/healthz`: 200 while the process runs (liveness: it answers, so the event loop is not stuck);
  * - `/readyz`: 200 `ok` when every check holds, else 503 naming the failed checks;
- * - `/metrics`: the Prometheus text exposition of this process's registry.
+ * - `/metrics`: the Prometheus text exposition of this process's registry (or of its processes).
  * Fastify's request logging is off: probes and scrapes every few seconds would drown the
  * one-line-per-request log.
  */
@@ -35,7 +37,7 @@ export function buildOpsApp(opts: OpsHttpOptions): FastifyInstance {
   });
   app.get('/metrics', async (_req, reply) => {
     await opts.beforeScrape?.();
-    return reply.type(registry.contentType).send(await registry.metrics());
+    return reply.type(registry.contentType).send(await (opts.metrics ? opts.metrics() : registry.metrics()));
   });
   return app;
 }

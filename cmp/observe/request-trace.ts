@@ -31,6 +31,13 @@ export interface StageSpan {
   error?: boolean;
 }
 
+/** A part of a request's trace measured in another process (see RequestTrace.part). */
+export interface TracePart {
+  stagesMs: Partial<Record<Stage, number>>;
+  cache?: CacheResult;
+  spans?: StageSpan[];
+}
+
 /**
  * What one request (proxy) or job (worker) did, collected while it runs and logged as one line
  * at its end. In the worker and the runner it travels in AsyncLocalStorage, so the code that does
@@ -59,6 +66,21 @@ export class RequestTrace {
   addStage(stage: Stage, ms: number): void {
     this.stagesMs[stage] = round((this.stagesMs[stage] ?? 0) + ms);
     counted?.stage(stage, ms);
+  }
+
+  /**
+   * What this trace measured in another process (a coordinator's part of the request): stages,
+   * cache outcome and stage spans, counted in that process's metrics already.
+   */
+  part(): TracePart {
+    return { stagesMs: { ...this.stagesMs }, ...(this.cache ? { cache: this.cache } : {}), ...(this.stageSpans ? { spans: this.stageSpans } : {}) };
+  }
+
+  /** Add another process's part of this request (not counted again here). */
+  adopt(part: TracePart): void {
+    for (const [stage, ms] of Object.entries(part.stagesMs) as [Stage, number][]) this.stagesMs[stage] = round((this.stagesMs[stage] ?? 0) + ms);
+    this.cache ??= part.cache;
+    if (this.stageSpans && part.spans) this.stageSpans.push(...part.spans);
   }
 
   /** Stage durations in milliseconds, for the log line. */

@@ -38,7 +38,15 @@ export interface ReadSink {
  * whatever happens. This is the one code path of both modes: the standalone proxy calls it
  * in-process, the worker calls it for each job.
  */
-export async function executeRequest(engine: Engine, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
+export async function executeRequest(
+  engine: Engine,
+  req: PluginRequest,
+  tgzPath: string,
+  ctx: Ctx,
+  sink?: ReadSink,
+  /** Verify the file against it while extracting (see UntgzOptions.sha256). */
+  sha256?: string,
+): Promise<PluginResult> {
   const text = RPC_TEXT[req.kind];
   const dir = path.join(engine.options.workRoot, randomUUID());
   try {
@@ -55,6 +63,7 @@ export async function executeRequest(engine: Engine, req: PluginRequest, tgzPath
             preserveFileMode: engine.config.spec.preserveFileMode,
             maxExtractedBytes: engine.options.limits.extractedBytes,
             maxEntries: engine.options.limits.entries,
+            sha256,
           }),
         undefined,
         ctx,

@@ -9,11 +9,12 @@ import { extractPool } from './extract-pool.js';
 export async function extractTgz(
   tgzPath: string,
   dest: string,
-  opts: { preserveFileMode: boolean; maxExtractedBytes: number; maxEntries: number },
+  opts: { preserveFileMode: boolean; maxExtractedBytes: number; maxEntries: number; sha256?: string },
 ): Promise<{ files: number; bytes: number }> {
   return extractPool.run(tgzPath, dest, {
     preserveFileMode: opts.preserveFileMode,
     maxExtractedBytes: opts.maxExtractedBytes,
     maxEntries: opts.maxEntries,
+    ...(opts.sha256 === undefined ? {} : { sha256: opts.sha256 }),
   });
 }

@@ -186,24 +186,8 @@ class TreeBuilder implements TarVisitor {
   }
 
   build(): TreeIndex {
-    const { nodes, children, simple } = this;
-    const hasSymlinks = this.symlinks > 0;
     const ordered = this.ordered.map(h => h.digest('hex'));
-    const digests = new Map<boolean, string>();
-    return {
-      entries: nodes,
-      simple,
-      contentDigest(preserveFileMode: boolean): string {
-        if (!simple) return ordered[preserveFileMode ? 1 : 0]!;
-        let d = digests.get(preserveFileMode);
-        if (d === undefined) {
-          d = sortedDigest(nodes, children, preserveFileMode);
-          digests.set(preserveFileMode, d);
-        }
-        return d;
-      },
-      globFs: (root: string) => new TreeGlobFs(root, nodes, children, hasSymlinks),
-    };
+    return treeIndex(this.nodes, this.children, this.simple, this.symlinks > 0, ordered);
   }
 
   private digestLine(line: unknown[]): void {
@@ -270,6 +254,49 @@ class TreeBuilder implements TarVisitor {
     this.symlinks++;
     this.add({ path: rel, type: 'symlink', mode, size: 0, linkTarget: linkname });
   }
+}
+
+function treeIndex(
+  nodes: ReadonlyMap<string, TreeEntry>,
+  children: ReadonlyMap<string, ReadonlySet<string>>,
+  simple: boolean,
+  hasSymlinks: boolean,
+  ordered: string[],
+): TreeIndex {
+  const digests = new Map<boolean, string>();
+  return {
+    entries: nodes,
+    simple,
+    contentDigest(preserveFileMode: boolean): string {
+      if (!simple) return ordered[preserveFileMode ? 1 : 0]!;
+      let d = digests.get(preserveFileMode);
+      if (d === undefined) {
+        d = sortedDigest(nodes, children, preserveFileMode);
+        digests.set(preserveFileMode, d);
+      }
+      return d;
+    },
+    globFs: (root: string) => new TreeGlobFs(root, nodes, children, hasSymlinks),
+  };
+}
+
+/**
+ * The index of a simple tree again, from its entries in the order `entries` iterates them
+ * (parents first): how a coordinator process gets the index an ingest process built, which
+ * reaches it as plain data. Only simple trees travel (the traced cache wants no other).
+ */
+export function simpleIndexOf(entries: Iterable<TreeEntry>): TreeIndex {
+  const nodes = new Map<string, TreeEntry>();
+  const children = new Map<string, Set<string>>([['', new Set()]]);
+  for (const e of entries) {
+    const parent = parentOf(e.path);
+    const siblings = children.get(parent);
+    if (!siblings || nodes.has(e.path)) throw new Error(`tree index: ${JSON.stringify(e.path)} out of order or repeated`);
+    nodes.set(e.path, e);
+    siblings.add(e.path.slice(parent === '' ? 0 : parent.length + 1));
+    if (e.type === 'dir') children.set(e.path, new Set());
+  }
+  return treeIndex(nodes, children, true, false, []);
 }
 
 function sortedDigest(

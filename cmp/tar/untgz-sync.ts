@@ -1,5 +1,6 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import { CmpError } from '../errors.js';
+import { CmpError, ourError } from '../errors.js';
 import { goQuote } from '../exec/go-quote.js';
 import { errnoCode, goLinkErrorText, goPathErrorText } from './go-errno.js';
 import { EvalSymlinksError, goEvalSymlinks } from './go-eval-symlinks.js';
@@ -9,6 +10,12 @@ import { TgzStream } from './tgz-stream.js';
 
 export interface UntgzOptions extends TarLimits {
   preserveFileMode: boolean;
+  /**
+   * The tarball's verified sha256, when the file may have been written since it was verified
+   * (the proxy's shared copies live where standalone plugin commands, same uid, can reach them):
+   * every byte read is hashed, and a mismatch fails the extraction, whatever else went wrong.
+   */
+  sha256?: string;
 }
 
 export interface UntgzResult {
@@ -35,14 +42,28 @@ export function untgzSync(tgzPath: string, dest: string, opts: UntgzOptions): Un
   const stream = new TgzStream(untgz, opts);
   const fd = fs.openSync(tgzPath, 'r');
   const buf = Buffer.allocUnsafe(READ_CHUNK);
+  const hash = opts.sha256 === undefined ? undefined : createHash('sha256');
+  const read = (): number => {
+    const n = fs.readSync(fd, buf, 0, buf.length, null);
+    hash?.update(buf.subarray(0, n));
+    return n;
+  };
   try {
-    for (;;) {
-      const n = fs.readSync(fd, buf, 0, buf.length, null);
-      if (n === 0) break;
-      stream.push(buf.subarray(0, n));
-      if (stream.done) break;
+    try {
+      for (;;) {
+        const n = read();
+        if (n === 0) break;
+        stream.push(buf.subarray(0, n));
+        if (stream.done) break;
+      }
+      stream.finish();
+    } finally {
+      // Hashed to the end even when the extraction failed: changed bytes explain a tar error.
+      if (hash) {
+        while (read() > 0);
+        if (hash.digest('hex') !== opts.sha256) throw ourError('spoolChanged', opts.sha256!);
+      }
     }
-    stream.finish();
   } finally {
     stream.close();
     untgz.closeFile();

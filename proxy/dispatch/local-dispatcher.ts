@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Ctx } from '../../cmp/context.js';
-import { wrap } from '../../cmp/errors.js';
+import { CmpError, ourError, wrap } from '../../cmp/errors.js';
 import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
 import { gitCredsOf } from '../../cmp/askpass/git-creds-env.js';
@@ -13,9 +13,8 @@ import { MemoryShapeStore } from '../../cmp/cache/shape-store.js';
 import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import { metrics, resultBytes } from '../../cmp/observe/metrics.js';
 import { noteCache, timeStage } from '../../cmp/observe/request-trace.js';
-import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 import { Coalescer } from './coalescer.js';
-import type { Dispatcher } from './dispatcher.js';
+import type { Dispatcher, RepoRef } from './dispatcher.js';
 import { Semaphore } from './semaphore.js';
 
 /**
@@ -40,10 +39,10 @@ export class LocalDispatcher implements Dispatcher {
     this.slots = new Semaphore(concurrency);
   }
 
-  async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
+  async dispatch(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
     if (key === undefined) {
       noteCache('bypass', ctx);
-      return this.execute(req, repo.tgzPath, ctx);
+      return this.execute(req, repo, repo.tgzPath, ctx);
     }
     const hit = await timeStage('lookup', () => this.lookup(key, traced), undefined, ctx);
     if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
@@ -68,12 +67,12 @@ export class LocalDispatcher implements Dispatcher {
    * may outlive the caller that started it, so it takes its own link to the tarball rather than
    * borrowing the caller's request dir.
    */
-  private async runAndStore(req: PluginRequest, repo: IngestedRepo, key: string, ctx: Ctx, traced: TracedRequest | undefined): Promise<PluginResult> {
+  private async runAndStore(req: PluginRequest, repo: RepoRef, key: string, ctx: Ctx, traced: TracedRequest | undefined): Promise<PluginResult> {
     const own = path.join(this.engine.options.workRoot, `${randomUUID()}.tgz`);
     await fs.link(repo.tgzPath, own);
     try {
       const sink: ReadSink | undefined = traced ? {} : undefined;
-      const result = await this.execute(req, own, ctx, sink);
+      const result = await this.execute(req, repo, own, ctx, sink);
       this.cache.set(key, result);
       const entry = traced ? entryForRun(traced, sink!.reads, result) : undefined;
       if (entry) {
@@ -117,7 +116,12 @@ export class LocalDispatcher implements Dispatcher {
     void noteAppPaths(this.paths, t.origin, outcome, this.engine.options.cache.ttlMs);
   }
 
-  private async execute(req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
+  /**
+   * Run under the concurrency limit. The tarball may be a shared copy that an earlier request's
+   * plugin command (same uid) could reach, so the extraction verifies it against its checksum;
+   * a changed copy is removed, which makes the spool store receive the tarball anew next time.
+   */
+  private async execute(req: PluginRequest, repo: RepoRef, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
     let release: () => void;
     try {
       release = await timeStage('queue_wait', () => this.slots.acquire(ctx.signal), undefined, ctx);
@@ -126,7 +130,12 @@ export class LocalDispatcher implements Dispatcher {
     }
     metrics.concurrencyInUse.inc();
     try {
-      return await executeRequest(this.engine, req, tgzPath, ctx, sink);
+      return await executeRequest(this.engine, req, tgzPath, ctx, sink, repo.checksum);
+    } catch (err) {
+      if (err instanceof CmpError && err.message.endsWith(ourError('spoolChanged', repo.checksum).message)) {
+        await fs.rm(repo.tgzPath, { force: true });
+      }
+      throw err;
     } finally {
       metrics.concurrencyInUse.dec();
       release();

@@ -22,8 +22,7 @@ import { fallbackReason, noteAppPaths, WHOLE_TREE_REASON } from '../../cmp/cache
 import { RedisAppPaths } from '../../cmp/queue/app-paths-store.js';
 import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
-import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
-import type { Dispatcher } from './dispatcher.js';
+import type { Dispatcher, RepoRef } from './dispatcher.js';
 import { GitCredsResponder } from './git-creds-responder.js';
 import { JobWaiter, type JobEnd } from './job-waiter.js';
 
@@ -157,7 +156,7 @@ export class QueueDispatcher implements Dispatcher {
     return this.inflight;
   }
 
-  async dispatch(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
+  async dispatch(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
     if (ctx.signal.aborted) throw wrap(RPC_TEXT[req.kind].command, ctx.signal.reason);
     const app = appNameOf(req.env);
     if (key !== undefined) {
@@ -206,7 +205,7 @@ export class QueueDispatcher implements Dispatcher {
    * A submission: the first one, or a later one after the previous vanished. A later one first
    * looks in the cache, where the run of the lost job may have left its answer.
    */
-  private async submit(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
+  private async submit(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
     if (submission > 1 && key !== undefined) {
       const hit = await this.guard(req.kind, ctx, this.lookup(key, appNameOf(req.env)));
       if (hit) return { result: hit };
@@ -286,7 +285,7 @@ export class QueueDispatcher implements Dispatcher {
   }
 
   /** One upload, enqueue and wait; `{retry}` when what it needs vanished or was taken from under it. */
-  private async attempt(req: PluginRequest, repo: IngestedRepo, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
+  private async attempt(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
     const { kind } = req;
     // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
     if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
@@ -465,7 +464,7 @@ export class QueueDispatcher implements Dispatcher {
   }
 
   /** Upload the tarball unless its blob exists; concurrent requests of this proxy share one upload. */
-  private upload(repo: IngestedRepo): Promise<boolean> {
+  private upload(repo: RepoRef): Promise<boolean> {
     let pending = this.uploads.get(repo.checksum);
     if (!pending) {
       pending = storeBlob(this.redis, this.keys, repo.checksum, repo.tgzPath, this.ro.blobTtlMs);

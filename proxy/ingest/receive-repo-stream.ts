@@ -25,7 +25,7 @@ export interface IngestOptions {
   tgzPath: string;
   /** Indexes of tarballs ingested lately: a tarball found there is only hashed. */
   memo: IndexMemo;
-  /** The shared copies of tarballs in use: a tarball held there is not spooled again. */
+  /** The shared copies of tarballs in use or kept: a tarball found there is not spooled again. */
   spools: SpoolStore;
   maxTarballBytes: number;
   maxExtractedBytes: number;
@@ -54,8 +54,9 @@ const SPOOL_BATCH_BYTES = 256 * 1024;
  * (gunzip + tar parse). Memory stays bounded: the call is paused while the spool file drains.
  *
  * A known tarball (its claimed checksum names a remembered index) is only hashed: no tree index
- * is built, and nothing is spooled while a request in flight holds its shared copy. The
- * remembered index is used only when the bytes hash to that checksum; otherwise the answer is
+ * is built. Nothing is spooled while the spool store holds a copy of it (a request in flight
+ * holds it, or it is kept). The remembered index and the copy are used only when the bytes hash
+ * to that checksum; otherwise the answer is
  * the checksum error, as for any stream. Only a verified ingest with a complete index is
  * remembered, under the digest computed here.
  *
@@ -143,8 +144,9 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
         if (!msg.metadata) return fail(new CmpError('error getting stream metadata: metadata is nil'));
         metadata = msg.metadata;
         known = opts.memo.peek(metadata.checksum);
-        if (known) lease = opts.spools.acquire(metadata.checksum);
-        else indexer = new TreeIndexer({ maxExtractedBytes: opts.maxExtractedBytes, maxEntries: opts.maxEntries });
+        // A copy held or kept under the claimed checksum: a hint until the digest matches.
+        lease = opts.spools.acquire(metadata.checksum);
+        if (!known) indexer = new TreeIndexer({ maxExtractedBytes: opts.maxExtractedBytes, maxEntries: opts.maxEntries });
         if (!lease) {
           spool = fs.createWriteStream(opts.tgzPath, { mode: 0o600, highWaterMark: 4 * SPOOL_BATCH_BYTES });
           spool.on('error', err => fail(new CmpError(`error receiving tgz file: error writing tgz file: ${messageOf(err)}`), true));
@@ -203,7 +205,7 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       if (index) opts.memo.remember(checksum, index);
       let copy: SpoolLease;
       try {
-        copy = lease ?? (await opts.spools.adopt(checksum, opts.tgzPath));
+        copy = lease ?? (await opts.spools.adopt(checksum, opts.tgzPath, received));
       } catch {
         // No shared copy (link refused): this request keeps its own, removed with its dir.
         copy = { path: opts.tgzPath, release: () => Promise.resolve() };

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { statSync, type Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { metrics } from '../../cmp/observe/metrics.js';
@@ -6,31 +7,71 @@ import { metrics } from '../../cmp/observe/metrics.js';
 /** A hold on a spooled tarball: the file stays until every holder released it. */
 export interface SpoolLease {
   readonly path: string;
-  /** Idempotent; removes the file when this was its last holder. Never rejects. */
+  /** Idempotent; removes the file when this was its last holder and it is not kept. Never rejects. */
   release(): Promise<void>;
 }
+
+/** Who is told of the files a process makes in the work root and removes again. */
+export interface WorkPaths {
+  held(path: string): void;
+  released(path: string): void;
+}
+
+export interface SpoolStoreOptions {
+  /**
+   * Disk for copies that no request holds now, the most recently used kept
+   * (CMP_OFFLOAD_SPOOL_KEEP_BYTES): a refresh sends the same tarball again seconds later, and a
+   * kept copy is not written again. 0: a copy goes with its last holder.
+   */
+  keepBytes?: number;
+  workPaths?: WorkPaths;
+}
+
+const BLOCK = 4096;
 
 interface Spooled {
   path: string;
   refs: number;
+  /** What it counts against the bound. */
+  bytes: number;
+  /** Inode, size and mtime when adopted: a copy found otherwise is not reused. */
+  stamp: string;
 }
 
+const stampOf = (st: Stats): string => `${st.ino}:${st.size}:${st.mtimeMs}`;
+
 /**
- * One spooled copy per distinct verified tarball in use, instead of one per request: a storm of
- * Applications from one repository holds one file. Requests hold leases; the file is removed when
- * the last lease is released, so the disk holds at most one tarball per distinct tarball in
- * flight. Files live in the work root (the same file system as the request dirs, for link()).
+ * One spooled copy per distinct verified tarball, instead of one per request: a storm of
+ * Applications from one repository holds one file. Requests hold leases; when the last lease is
+ * released the file is kept while the copies nobody holds fit in `keepBytes` (least recently
+ * used removed first), else removed. So the disk holds one copy per distinct tarball in flight
+ * plus at most `keepBytes`. Files live in the work root (the same file system as the request
+ * dirs, for link()), where standalone plugin commands (same uid) can reach them: a copy that is
+ * gone or whose inode, size or mtime changed is dropped rather than reused, and whoever extracts
+ * one verifies its sha256 (local-dispatcher.ts), removing it when it changed.
  */
 export class SpoolStore {
+  /** Copies held (refs > 0) and kept (refs 0); kept ones in the order of their last release. */
   private readonly files = new Map<string, Spooled>();
+  private keptBytes = 0;
+  private readonly keepBytes: number;
 
-  constructor(private readonly dir: string) {}
+  constructor(
+    private readonly dir: string,
+    private readonly opts: SpoolStoreOptions = {},
+  ) {
+    this.keepBytes = opts.keepBytes ?? 0;
+  }
 
-  /** A lease on the copy of the tarball whose sha256 is `digest`, when one is held by a request now. */
+  /** A lease on the copy of the tarball whose sha256 is `digest`, when one is held or kept now. */
   acquire(digest: string): SpoolLease | undefined {
     const file = this.files.get(digest);
     if (!file) return undefined;
-    file.refs++;
+    if (!intact(file)) {
+      this.drop(digest, file);
+      return undefined;
+    }
+    if (file.refs++ === 0) this.keptBytes -= file.bytes;
     return this.lease(digest, file);
   }
 
@@ -38,17 +79,21 @@ export class SpoolStore {
    * Make the verified tarball spooled at `spooled` (in a request dir, which goes with its request)
    * the shared copy of `digest`, or join the copy another request made meanwhile.
    */
-  async adopt(digest: string, spooled: string): Promise<SpoolLease> {
+  async adopt(digest: string, spooled: string, bytes: number): Promise<SpoolLease> {
     const held = this.acquire(digest);
     if (held) return held;
     const own = path.join(this.dir, `${randomUUID()}.tgz`);
     await fs.link(spooled, own);
+    this.opts.workPaths?.held(own);
+    const stamp = stampOf(await fs.stat(own));
     const raced = this.acquire(digest);
     if (raced) {
       await fs.rm(own, { force: true }).catch(() => {});
+      this.opts.workPaths?.released(own);
       return raced;
     }
-    const file = { path: own, refs: 1 };
+    // At least a disk block each, so that the bound also bounds how many (empty ones included).
+    const file = { path: own, refs: 1, bytes: Math.max(bytes, BLOCK), stamp };
     this.files.set(digest, file);
     metrics.spooledTarballs.set(this.files.size);
     return this.lease(digest, file);
@@ -62,10 +107,50 @@ export class SpoolStore {
         if (released) return;
         released = true;
         if (--file.refs > 0) return;
-        this.files.delete(digest);
+        const gone: Spooled[] = [];
+        if (this.files.get(digest) !== file) {
+          gone.push(file); // dropped while held: found changed
+        } else if (file.bytes > this.keepBytes) {
+          this.files.delete(digest);
+          gone.push(file);
+        } else {
+          // Kept, as the most recently used (last in the map's order); the least recently used go while over the bound.
+          this.files.delete(digest);
+          this.files.set(digest, file);
+          this.keptBytes += file.bytes;
+          for (const [d, f] of this.files) {
+            if (this.keptBytes <= this.keepBytes) break;
+            if (f.refs > 0) continue;
+            this.files.delete(d);
+            this.keptBytes -= f.bytes;
+            gone.push(f);
+          }
+        }
         metrics.spooledTarballs.set(this.files.size);
-        await fs.rm(file.path, { force: true }).catch(() => {});
+        for (const f of gone) await this.remove(f);
       },
     };
+  }
+
+  /** Forget a copy found changed; it is removed now if nobody holds it, else by its last holder. */
+  private drop(digest: string, file: Spooled): void {
+    this.files.delete(digest);
+    metrics.spooledTarballs.set(this.files.size);
+    if (file.refs > 0) return;
+    this.keptBytes -= file.bytes;
+    void this.remove(file);
+  }
+
+  private async remove(file: Spooled): Promise<void> {
+    await fs.rm(file.path, { force: true }).catch(() => {});
+    this.opts.workPaths?.released(file.path);
+  }
+}
+
+function intact(file: Spooled): boolean {
+  try {
+    return stampOf(statSync(file.path)) === file.stamp;
+  } catch {
+    return false;
   }
 }

@@ -14,7 +14,7 @@ import { RPC_TEXT, type PluginResult, type RpcKind } from '../../cmp/plugin/requ
 import type { AppStreamRequest } from '../../proto/generated/cmpserver/plugin/plugin.js';
 import type { IndexMemo } from '../ingest/index-memo.js';
 import { receiveRepoStream, type IngestedRepo } from '../ingest/receive-repo-stream.js';
-import type { SpoolStore } from '../ingest/spool-store.js';
+import type { SpoolStore, WorkPaths } from '../ingest/spool-store.js';
 import { answerRequest, type AnswerDeps } from './answer-request.js';
 import { toStatus } from './status.js';
 
@@ -27,6 +27,8 @@ export interface StreamingRpcDeps extends AnswerDeps {
   memo: IndexMemo;
   /** The shared copies of the tarballs in use. */
   spools: SpoolStore;
+  /** Told of each request dir made and removed (an ingest process's coordinator cleans up after it). */
+  workPaths?: WorkPaths;
 }
 
 /**
@@ -101,6 +103,7 @@ async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadabl
   try {
     try {
       await fs.mkdir(dir, { recursive: true, mode: 0o755 });
+      deps.workPaths?.held(dir);
     } catch (err) {
       throw wrap(`${text.workdir}: error creating temp dir`, err);
     }
@@ -131,5 +134,6 @@ async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadabl
     ctx.dispose();
     await repo?.release();
     await fs.rm(dir, { recursive: true, force: true, maxRetries: 3 });
+    deps.workPaths?.released(dir);
   }
 }

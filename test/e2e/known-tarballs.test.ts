@@ -1,9 +1,14 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
 import { Redis } from 'ioredis';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { scrape } from '../helpers/metrics.js';
+import { assertOurError } from '../helpers/our-errors.js';
 import { fixturePath } from '../helpers/paths.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { freePort } from '../helpers/redis-server.js';
@@ -163,3 +168,128 @@ for (const mode of MODES) {
     });
   });
 }
+
+for (const mode of MODES) {
+  describe(`kept tarball copies: CMP_OFFLOAD_SPOOL_KEEP_BYTES (${mode})`, () => {
+    /** Room for three of the tarballs below (64 KiB of hex each, about 37 KiB gzipped). */
+    const KEEP = 3 * 40 * 1024;
+    let server: CmpServer;
+    let client: CmpTestClient;
+
+    before(async () => {
+      server = await startCmp(mode, {
+        pluginYaml: pluginYaml('kept', 'generate:\n  command: [sh, -c, "echo {}"]'),
+        socketName: 'kept.sock',
+        env: { CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_SPOOL_KEEP_BYTES: String(KEEP), CMP_OFFLOAD_HTTP_ADDR: 'off' },
+      });
+      client = openCmpClient(server.socketPath);
+    });
+    after(async () => {
+      client?.close();
+      await server?.stop();
+    });
+
+    const blob = () => buildTgz([{ name: 'app', type: 'dir' }, { name: 'app/blob.txt', content: randomBytes(32 * 1024).toString('hex') }]);
+    const generate = async (tgz: Buffer) => assert.deepEqual(await client.generate({ metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 1024) }), { value: { manifests: ['{}'], sourceType: '' } });
+    /** The proxy's work root: the kept copies, once no request is in flight. */
+    const kept = () => leftovers(server).filter(p => path.dirname(p) === server.workRoots[0]);
+
+    test('a copy outlives its request and is not written again for the next one; the copies kept stay within the bound', async () => {
+      const t = blob();
+      await generate(t);
+      await eventually(() => leftovers(server).length === 1, 5_000, `one kept copy (left: ${leftovers(server).join(', ')})`);
+      const file = kept()[0]!;
+      assert.ok(file.endsWith('.tgz'), `kept: ${kept().join(', ')}`);
+      assert.deepEqual(fs.readFileSync(file), t);
+      const { ino, mtimeMs } = fs.statSync(file);
+      await new Promise(r => setTimeout(r, 20));
+      await generate(t);
+      await eventually(() => leftovers(server).length === 1, 5_000, 'only the kept copy');
+      const again = fs.statSync(file);
+      assert.deepEqual([again.ino, again.mtimeMs], [ino, mtimeMs], 'the kept copy was replaced or written again');
+      // A storm of distinct tarballs, 4 at a time: what is kept never exceeds the bound.
+      const storm = Array.from({ length: 16 }, blob);
+      for (let i = 0; i < storm.length; i += 4) {
+        await Promise.all(storm.slice(i, i + 4).map(generate));
+        await eventually(() => leftovers(server).every(p => p.endsWith('.tgz')), 5_000, 'request dirs removed');
+        const bytes = kept().reduce((sum, p) => sum + fs.statSync(p).size, 0);
+        assert.ok(bytes <= KEEP && kept().length >= 2, `kept ${kept().length} copies, ${bytes} bytes (bound ${KEEP})`);
+      }
+      // The most recently used are the ones kept: two more, one after the other.
+      const tail = [blob(), blob()];
+      for (const t of tail) await generate(t);
+      await eventually(() => leftovers(server).every(p => p.endsWith('.tgz')), 5_000, 'request dirs removed');
+      const last = new Set(tail.map(t => t.toString('base64')));
+      for (const p of kept().slice()) last.delete(fs.readFileSync(p).toString('base64'));
+      assert.equal(last.size, 0, 'the last two tarballs are not kept');
+    });
+  });
+}
+
+describe('kept tarball copies and same-uid plugin commands (standalone)', () => {
+  // The plugin's command runs in <work root>/<request dir>/app as the proxy's uid, so it can write to
+  // the kept copies beside its request dir. ROLE=plain rewrites them, ROLE=stealthy writes another
+  // valid tarball over their start and restores their mtime (same inode, size and mtime).
+  const SCRIPT = [
+    'case "$ROLE" in',
+    '  plain) for f in ../../*.tgz; do printf x >> "$f"; done ;;',
+    '  stealthy) for f in ../../*.tgz; do touch -r "$f" ref && dd if="$EVIL" of="$f" conv=notrunc status=none && touch -r ref "$f"; done ;;',
+    'esac',
+    `exec ${LIST_TREE.map(a => `'${a}'`).join(' ')}`,
+  ].join('\n');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-kept-evil-'));
+  const evil = path.join(dir, 'evil.tgz');
+  let server: CmpServer;
+  let client: CmpTestClient;
+
+  before(async () => {
+    fs.writeFileSync(evil, buildTgz([{ name: 'app', type: 'dir' }, { name: 'app/a.yaml', content: 'evil: true\n' }]));
+    server = await startCmp('standalone', {
+      pluginYaml: pluginYaml('kept-evil', `generate:\n  command: [sh, -c, ${JSON.stringify(SCRIPT)}]`),
+      socketName: 'kept-evil.sock',
+      // One process: the request after the attack is served by the store that kept the copy.
+      env: { CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_SPOOL_KEEP_BYTES: String(1 << 20), CMP_OFFLOAD_HTTP_ADDR: 'off', CMP_OFFLOAD_PROXY_PROCESSES: '1' },
+    });
+    client = openCmpClient(server.socketPath);
+  });
+  after(async () => {
+    client?.close();
+    await server?.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const victim = () => buildTgz([{ name: 'app', type: 'dir' }, { name: 'app/a.yaml', content: `good: ${randomBytes(2048).toString('hex')}\n` }]);
+  const generate = (tgz: Buffer, role: string) =>
+    client.generate({ metadata: repoMetadata(tgz, { appRelPath: 'app', env: [{ name: 'ROLE', value: role }, { name: 'EVIL', value: evil }] }), chunks: chunksOf(tgz, 1024) });
+  /** The kept copies (no request in flight), with their bytes. */
+  const kept = () =>
+    leftovers(server)
+      .filter(p => p.endsWith('.tgz'))
+      .map(p => fs.readFileSync(p));
+  const listing = (out: Awaited<ReturnType<typeof generate>>) => {
+    assert.ok('value' in out, JSON.stringify(out));
+    return JSON.parse(out.value.manifests[0]!).entries as Record<string, string>;
+  };
+
+  test('a rewritten kept copy is not reused: the next request gets the tarball it sent', async () => {
+    const tgz = victim();
+    const want = listing(await generate(tgz, 'none'));
+    assert.match(want['a.yaml']!, /^file 0644 good: /);
+    listing(await generate(tgz, 'plain'));
+    await eventually(() => leftovers(server).length === 1, 5_000, 'only the kept copy');
+    assert.deepEqual(kept().map(b => b.length), [tgz.length + 1], 'the command did not rewrite the kept copy');
+    assert.deepEqual(listing(await generate(tgz, 'none')), want);
+  });
+
+  test('a kept copy changed behind its inode, size and mtime fails the extraction that finds it, and is received anew', async () => {
+    const tgz = victim();
+    const want = listing(await generate(tgz, 'none'));
+    listing(await generate(tgz, 'stealthy'));
+    await eventually(() => leftovers(server).length === 2, 5_000, 'only the two kept copies');
+    assert.ok(kept().some(b => b.length === tgz.length && b.subarray(0, 64).equals(fs.readFileSync(evil).subarray(0, 64))), 'the command did not change the kept copy');
+    assertOurError('spoolChanged', await generate(tgz, 'none'), [repoMetadata(tgz).checksum], {
+      prefix: 'generate manifest error receiving stream: error decompressing tgz file: ',
+    });
+    assert.deepEqual(listing(await generate(tgz, 'none')), want);
+  });
+});

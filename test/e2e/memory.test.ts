@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { openCmpClient } from '../helpers/grpc-client.js';
 import { startProxy } from '../helpers/proxy-process.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { treeRssBytes } from '../helpers/process-tree.js';
 
 const MiB = 1024 * 1024;
 // 256 MiB: 2.5× the bound, so a proxy that held the tarball would fail; the bench measures 500 MiB.
@@ -48,10 +49,6 @@ async function writeLargeTgz(file: string, contentBytes: number): Promise<string
   return hash.digest('hex');
 }
 
-function rssBytes(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
-}
 
 test(`ingesting a ${SIZE / MiB} MiB tarball grows the proxy's RSS by less than 100 MiB`, { timeout: 300_000 }, async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-mem-'));
@@ -66,9 +63,10 @@ test(`ingesting a ${SIZE / MiB} MiB tarball grows the proxy's RSS by less than 1
     const size = fs.statSync(tgz).size;
     // Warm up the code paths once so that the baseline includes what any request loads.
     await client.check();
-    const baseline = rssBytes(proxy.proc.pid!);
+    // Every process of the proxy (a coordinator and its ingest processes with CMP_OFFLOAD_PROXY_PROCESSES > 1).
+    const baseline = treeRssBytes(proxy.proc.pid!);
     let peak = baseline;
-    const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(proxy.proc.pid!))), 50);
+    const sampler = setInterval(() => (peak = Math.max(peak, treeRssBytes(proxy.proc.pid!))), 50);
     async function* messages() {
       yield { metadata: { appName: 'mem', appRelPath: '.', checksum, size, env: [] } };
       // 64 KiB chunks keep the test short; ingest handles any chunk size the same way.

@@ -128,8 +128,10 @@ describe('socket, work root and shutdown', () => {
     const proxy = await startProxy({ pluginYaml: pluginYaml('fast', 'generate: {command: [sh, -c, "echo {}"]}'), socketName: 'fast.sock' });
     const elapsed = Date.now() - started;
     await proxy.stop();
-    // Wide margin for a loaded CI box; the target is about one second.
-    assert.ok(elapsed < 5_000, `took ${elapsed} ms`);
+    // Wide margin for a loaded CI box, where with CMP_OFFLOAD_PROXY_PROCESSES > 1 a coordinator
+    // starts and then forks the ingest processes (6.3 s once beside two other suites); the target
+    // is about one second.
+    assert.ok(elapsed < 10_000, `took ${elapsed} ms`);
   });
 
   test('SIGTERM lets an in-flight request finish, then exits 0 with nothing left running', async () => {

@@ -15,6 +15,7 @@ import { freePort } from '../helpers/redis-server.js';
 import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
+import { signalProxy } from '../helpers/process-tree.js';
 
 /**
  * Exec timeouts (our deliberate difference, architecture §2.1) and the caller's deadline
@@ -230,11 +231,12 @@ for (const mode of MODES) {
       // Stopped from before the kill timer (deadline - 100 ms) to after the deadline: both timers
       // are overdue when it resumes and run in one turn, kill first, as under a long starvation.
       await new Promise(r => setTimeout(r, Math.max(0, started + timeoutMs - 400 - Date.now())));
-      process.kill(server.proxyPid, 'SIGSTOP');
+      // The proxy's every process (its ingest processes too, with CMP_OFFLOAD_PROXY_PROCESSES > 1).
+      signalProxy(server.proxyPid, 'SIGSTOP');
       try {
         await new Promise(r => setTimeout(r, Math.max(0, started + timeoutMs + 400 - Date.now())));
       } finally {
-        process.kill(server.proxyPid, 'SIGCONT');
+        signalProxy(server.proxyPid, 'SIGCONT');
       }
       const res = await answer;
       assert.ok('status' in res, JSON.stringify(res));

@@ -11,7 +11,7 @@ import type {
   RepositoryResponse,
 } from '../../proto/generated/cmpserver/plugin/plugin.js';
 import { callClientStream, type StreamingRpc } from '../../cmp/client/client-stream.js';
-import { connectPlugin } from '../../cmp/client/connect.js';
+import { connectPlugin, type ConnectOptions } from '../../cmp/client/connect.js';
 import type { RpcOutcome } from '../../cmp/client/rpc-status.js';
 
 export type { RpcOutcome };
@@ -46,7 +46,7 @@ export interface CmpTestClient {
 }
 
 /** A plugin-service client on a unix socket path. Results are `{value}` or `{code, details}`, never thrown. */
-export function openCmpClient(socketPath: string, options: { maxMessageBytes?: number } = {}): CmpTestClient {
+export function openCmpClient(socketPath: string, options: ConnectOptions = {}): CmpTestClient {
   const raw = connectPlugin(socketPath, options);
   const stream = <R extends StreamingRpc>(rpc: R, call: StreamCall) =>
     callClientStream(raw, rpc, messagesOf(call), {

@@ -49,6 +49,9 @@ export async function startProxy(opts: StartOptions): Promise<ProxyProcess> {
       ARGOCD_PLUGINSOCKFILEPATH: socketDir,
       ARGOCD_CMP_WORKDIR: workDir,
       ARGOCD_CMP_SERVER_LOGLEVEL: 'warn',
+      // Tarball copies go with their last request, so that a work root left non-empty is a leak;
+      // the tests of kept copies set it.
+      CMP_OFFLOAD_SPOOL_KEEP_BYTES: '0',
       ...opts.env,
     },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -55,10 +55,10 @@ function sha256(b: Buffer): string {
   return createHash('sha256').update(b).digest('hex');
 }
 
-function stores() {
+function stores(keepBytes = 0) {
   const dir = path.join(root, `store-${++serial}`);
   fs.mkdirSync(dir);
-  return { memo: new IndexMemo(1 << 20), spools: new SpoolStore(dir), dir };
+  return { memo: new IndexMemo(1 << 20), spools: new SpoolStore(dir, { keepBytes }), dir };
 }
 
 test('a known tarball held by a request in flight is neither spooled nor indexed again: both share one copy and one index', async () => {
@@ -91,6 +91,56 @@ test('a known tarball nobody holds is spooled again but not indexed again', asyn
   assert.deepEqual(fs.readdirSync(dir), []);
 });
 
+test('CMP_OFFLOAD_SPOOL_KEEP_BYTES: copies nobody holds are kept within the bound, the least recently used removed first; a kept copy is not spooled again', async () => {
+  const tgz = (n: number) => buildTgz([{ name: `f${n}.txt`, content: `${n}\n`.repeat(200) }]);
+  const [t1, t2, t3] = [tgz(1), tgz(2), tgz(3)];
+  // Room for two of them (each under a disk block, so each counted as one), not three.
+  assert.ok([t1, t2, t3].every(t => t.length < 4096));
+  const { memo, spools, dir } = stores(2 * 4096 + 2048);
+  for (const t of [t1, t2]) await (await ingest(memo, spools, t).done).release();
+  assert.equal(fs.readdirSync(dir).length, 2, 'both copies kept');
+  // t1 again: its kept copy is used (nothing spooled) and becomes the most recently used.
+  const again = ingest(memo, spools, t1);
+  const a = await again.done;
+  assert.equal(fs.existsSync(again.tgzPath), false, 'a kept copy was spooled again');
+  assert.deepEqual(fs.readFileSync(a.tgzPath), t1);
+  await a.release();
+  // A third: t2, the least recently used, goes.
+  const c = await ingest(memo, spools, t3).done;
+  await c.release();
+  const kept = fs.readdirSync(dir).map(f => fs.readFileSync(path.join(dir, f)));
+  assert.equal(kept.length, 2);
+  assert.ok(kept.some(b => b.equals(t1)) && kept.some(b => b.equals(t3)), 'not t1 and t3 kept');
+  // A copy larger than the bound is removed with its last holder.
+  const big = await ingest(memo, spools, buildTgz([{ name: 'big.bin', content: randomBytes(16 * 1024) }])).done;
+  const bigPath = big.tgzPath;
+  await big.release();
+  assert.equal(fs.existsSync(bigPath), false, 'a copy over the bound was kept');
+  // Other bytes under a kept copy's checksum: the checksum error, and the kept copy stays as it was.
+  const corrupt = Buffer.from(t3);
+  corrupt[corrupt.length >> 1]! ^= 1;
+  await assert.rejects(ingest(memo, spools, corrupt, sha256(t3)).done, { message: 'error receiving tgz file: file checksum validation error' });
+  assert.equal(fs.readdirSync(dir).length, 2);
+  const d = await ingest(memo, spools, t3).done;
+  assert.deepEqual(fs.readFileSync(d.tgzPath), t3);
+  await d.release();
+});
+
+test('an empty tarball is no exception: removed with its last holder without CMP_OFFLOAD_SPOOL_KEEP_BYTES, and counted as a disk block with it', async () => {
+  const empty = Buffer.alloc(0);
+  const off = stores(0);
+  await (await ingest(off.memo, off.spools, empty).done).release();
+  assert.deepEqual(fs.readdirSync(off.dir), [], 'an empty copy outlived its request');
+  // Room for two blocks: a third empty tarball (they are all one, so a non-empty one) evicts.
+  const on = stores(2 * 4096);
+  await (await ingest(on.memo, on.spools, empty).done).release();
+  const small = buildTgz([{ name: 'x', content: 'x' }]);
+  const other = buildTgz([{ name: 'y', content: 'y' }]);
+  for (const t of [small, other]) await (await ingest(on.memo, on.spools, t).done).release();
+  assert.equal(fs.readdirSync(on.dir).length, 2);
+  assert.ok(!fs.readdirSync(on.dir).some(f => fs.statSync(path.join(on.dir, f)).size === 0), 'the empty copy, the least recently used, was kept');
+});
+
 test('other bytes under a known checksum fail the checksum check, release their hold and leave the memo alone', async () => {
   const { memo, spools, dir } = stores();
   const a = await ingest(memo, spools, TGZ).done;
@@ -104,6 +154,42 @@ test('other bytes under a known checksum fail the checksum check, release their 
   const own = await ingest(memo, spools, corrupt).done;
   assert.notEqual(own.index, a.index);
   await own.release();
+});
+
+test('a kept copy found gone, replaced, resized or with another mtime is dropped, not reused: the tarball is spooled anew', async () => {
+  const { memo, spools, dir } = stores(1 << 20);
+  const copyOf = () => {
+    const [name] = fs.readdirSync(dir);
+    return path.join(dir, name!);
+  };
+  await (await ingest(memo, spools, TGZ).done).release();
+  const changes: Array<[string, (p: string) => void]> = [
+    ['written and resized', p => fs.appendFileSync(p, 'x')],
+    ['given another mtime', p => fs.utimesSync(p, new Date(), new Date(Date.now() - 60_000))],
+    ['replaced by another file', p => {
+      fs.writeFileSync(`${p}.new`, TGZ);
+      fs.renameSync(`${p}.new`, p);
+    }],
+    ['removed', p => fs.rmSync(p)],
+  ];
+  for (const [what, change] of changes) {
+    const before = copyOf();
+    change(before);
+    const again = await ingest(memo, spools, TGZ).done;
+    assert.notEqual(again.tgzPath, before, `a copy ${what} was reused`);
+    assert.deepEqual(fs.readFileSync(again.tgzPath), TGZ);
+    await again.release();
+    assert.deepEqual(fs.readdirSync(dir), [path.basename(again.tgzPath)], `after a copy ${what}: only the new copy is left`);
+  }
+  // Found changed while another request holds it: dropped, and removed by its last holder.
+  const held = await ingest(memo, spools, TGZ).done;
+  fs.appendFileSync(held.tgzPath, 'x');
+  const next = await ingest(memo, spools, TGZ).done;
+  assert.notEqual(next.tgzPath, held.tgzPath);
+  await held.release();
+  assert.ok(!fs.existsSync(held.tgzPath), 'the changed copy outlived its last holder');
+  await next.release();
+  assert.deepEqual(fs.readdirSync(dir), [path.basename(next.tgzPath)], 'the new copy is the one kept');
 });
 
 test('the memo keeps within its byte bound and drops the least recently used', () => {

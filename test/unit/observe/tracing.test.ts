@@ -74,7 +74,7 @@ test('zero cost when off: the exporter (gRPC client, OTLP schema) is only ever l
       dynamic++;
     }
   }
-  assert.equal(dynamic, 2, 'the proxy and the worker load it dynamically');
+  assert.equal(dynamic, 3, 'the proxy, its ingest processes and the worker load it dynamically');
 });
 
 test("argocd-cmp-server's --otlp-* flags: they win over the env, lists repeat, --otlp-insecure is a Go bool flag", async () => {

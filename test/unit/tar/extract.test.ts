@@ -1,3 +1,4 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -399,5 +400,24 @@ test('a gzip bomb stops at the byte limit without writing the data', async () =>
     const r = await extractBytes(dir, gzipBytes(tar), { maxExtractedBytes: 1 << 20 });
     assert.equal(r.error, `extracted size exceeds the limit of ${1 << 20} bytes (CMP_OFFLOAD_MAX_EXTRACTED_BYTES)`);
     assert.equal(fs.existsSync(path.join(r.dest, 'bomb')), false);
+  });
+});
+
+test('with the sha256 it was verified under, a file changed since is refused, even where its bytes would extract', async () => {
+  await withTmp(async dir => {
+    const good = buildTgz([{ name: 'a.yaml', content: randomBytes(4096).toString('hex') }]);
+    const sha256 = createHash('sha256').update(good).digest('hex');
+    assert.deepEqual(await extractBytes(dir, good, { sha256 }), { dest: path.join(dir, 'D'), files: 1, bytes: 8192 });
+    // Another valid tarball written over the start, the old bytes left after its end blocks
+    // (never read by the extraction): same size, and extractable as is.
+    const evil = Buffer.from(good);
+    buildTgz([{ name: 'a.yaml', content: 'evil: true\n' }]).copy(evil);
+    assert.equal((await withTmp(d => extractBytes(d, evil))).files, 1, 'the changed file extracts without a sha256');
+    const changedText = `cmp-offload: the proxy's copy of tarball ${sha256} was changed on disk before its extraction (by a plugin command, which runs as the same uid in standalone mode); the next request receives it anew`;
+    const r = await withTmp(d => extractBytes(d, evil, { sha256 }));
+    assert.deepEqual([r.error, r.code], [changedText, Status.DATA_LOSS]);
+    // Changed bytes that break the gzip: the change is the error, not what it broke.
+    const broken = await withTmp(d => extractBytes(d, flipBit(good, good.length >> 1), { sha256 }));
+    assert.deepEqual([broken.error, broken.code], [changedText, Status.DATA_LOSS]);
   });
 });

@@ -48,7 +48,7 @@ export const NO_LIMITS = { maxExtractedBytes: Number.MAX_SAFE_INTEGER, maxEntrie
 export async function extractBytes(
   dir: string,
   tgz: Buffer,
-  opts: Partial<{ preserveFileMode: boolean; maxExtractedBytes: number; maxEntries: number }> = {},
+  opts: Partial<{ preserveFileMode: boolean; maxExtractedBytes: number; maxEntries: number; sha256: string }> = {},
 ): Promise<Extracted> {
   const tgzPath = path.join(dir, `in-${Math.random().toString(36).slice(2)}.tgz`);
   fs.writeFileSync(tgzPath, tgz);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { status as Status } from '@grpc/grpc-js';
 import { realFs, type GlobFs } from '../../../cmp/discover/glob-fs.js';
 import { packDirectory } from '../../../cmp/tar/pack.js';
-import { TreeIndexer, type TreeIndex } from '../../../cmp/tar/tree-index.js';
+import { simpleIndexOf, TreeIndexer, type TreeIndex } from '../../../cmp/tar/tree-index.js';
 import { buildTgz, flipBit, gzipBytes, truncated, type TarEntry } from '../../helpers/tar-builder.js';
 import { extractBytes, NO_LIMITS, withTmp } from './helpers.js';
 
@@ -196,4 +196,19 @@ test('chunk size does not change the index', async () => {
     assert.equal(idx.contentDigest(true), whole.contentDigest(true));
     assert.deepEqual([...idx.entries.keys()], [...whole.entries.keys()]);
   }
+});
+
+test('a simple index rebuilt from its entries as plain data (the copy a coordinator keeps) is the same index', async () => {
+  const idx = await index(buildTgz([...base, { name: 'apps/deep/er/c.yaml', content: 'c: 3\n', mode: 0o640 }]));
+  assert.equal(idx.simple, true);
+  // As the entries cross a process boundary: structured clone, parents first.
+  const copy = simpleIndexOf(structuredClone([...idx.entries.values()]));
+  assert.equal(copy.simple, true);
+  assert.deepEqual([...copy.entries], [...idx.entries]);
+  for (const modes of [false, true]) assert.equal(copy.contentDigest(modes), idx.contentDigest(modes));
+  assert.deepEqual(await walk(copy.globFs('/r'), '/r'), await walk(idx.globFs('/r'), '/r'));
+  // Out of order (a child before its parent) or repeated: refused, not a different tree.
+  const entries = [...idx.entries.values()];
+  assert.throws(() => simpleIndexOf([...entries].reverse()), /out of order or repeated/);
+  assert.throws(() => simpleIndexOf([...entries, entries[0]!]), /out of order or repeated/);
 });
