@@ -22,6 +22,11 @@ if (unknown.length || (only && [...only].some(n => !SCENARIOS.some(s => s.name =
   process.exit(2);
 }
 
+// The proxies of every scenario run as one process, as the rows measured before proxy processes
+// existed (and the per-process figures, /proc CPU and RSS of one pid, need): storm-large sets
+// CMP_OFFLOAD_PROXY_PROCESSES itself for its rows with 1 and 2.
+process.env.CMP_OFFLOAD_PROXY_PROCESSES ??= '1';
+
 const opts: BenchOptions = {
   quick: flag('--quick'),
   profile: flag('--profile'),
