@@ -54,6 +54,8 @@ export class SpoolStore {
   /** Copies held (refs > 0) and kept (refs 0); kept ones in the order of their last release. */
   private readonly files = new Map<string, Spooled>();
   private keptBytes = 0;
+  /** Removals of copies dropped when found changed: a release waits for them. */
+  private readonly removing = new Set<Promise<void>>();
   private readonly keepBytes: number;
 
   constructor(
@@ -128,6 +130,8 @@ export class SpoolStore {
         }
         metrics.spooledTarballs.set(this.files.size);
         for (const f of gone) await this.remove(f);
+        // Copies dropped meanwhile (found changed) are gone too once a release settles.
+        await Promise.all(this.removing);
       },
     };
   }
@@ -138,7 +142,9 @@ export class SpoolStore {
     metrics.spooledTarballs.set(this.files.size);
     if (file.refs > 0) return;
     this.keptBytes -= file.bytes;
-    void this.remove(file);
+    const removal = this.remove(file);
+    this.removing.add(removal);
+    void removal.then(() => this.removing.delete(removal));
   }
 
   private async remove(file: Spooled): Promise<void> {

@@ -52,14 +52,14 @@ test('both images build and run on Node 24 LTS, which package.json engines admit
 
 test('the worker image runs tini as PID 1 in front of node', () => {
   const stage = finalStage(read('worker.Dockerfile'));
-  assert.equal(last(stage, 'ENTRYPOINT'), 'ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/cmp-offload"]');
+  assert.equal(last(stage, 'ENTRYPOINT'), 'ENTRYPOINT ["/usr/bin/tini", "--", "node", "--max-semi-space-size=16", "/app/bin/cmp-offload"]');
   assert.ok(stage.some(l => /^RUN .*apt-get install .*\btini\b/.test(l)), 'tini is installed in the shipped stage');
 });
 
 test('the proxy image stays small: no plugin tools, no package manager step in the shipped stage', () => {
   const stage = finalStage(read('proxy.Dockerfile'));
   assert.ok(!stage.some(l => /apt-get install/.test(l)));
-  assert.equal(last(stage, 'ENTRYPOINT'), 'ENTRYPOINT ["node", "/app/bin/cmp-offload"]');
+  assert.equal(last(stage, 'ENTRYPOINT'), 'ENTRYPOINT ["node", "--max-semi-space-size=16", "/app/bin/cmp-offload"]');
 });
 
 test('the example tool image builds on the worker image, verifies its downloads and returns to uid 999', () => {
