@@ -7,10 +7,11 @@ import { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openCmpClient } from '../helpers/grpc-client.js';
+import { chunksOf, openCmpClient, repoMetadata } from '../helpers/grpc-client.js';
 import { startProxy } from '../helpers/proxy-process.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { treeRssBytes } from '../helpers/process-tree.js';
+import { buildTgz } from '../helpers/tar-builder.js';
 
 const MiB = 1024 * 1024;
 // 256 MiB: 2.5× the bound, so a proxy that held the tarball would fail; the bench measures 500 MiB.
@@ -61,8 +62,12 @@ test(`ingesting a ${SIZE / MiB} MiB tarball grows the proxy's RSS by less than 1
   try {
     const checksum = await writeLargeTgz(tgz, SIZE);
     const size = fs.statSync(tgz).size;
-    // Warm up the code paths once so that the baseline includes what any request loads.
+    // Warm up the code paths once so that the baseline includes what any request loads: a small
+    // app through ingest, extraction (its worker thread starts on the first one) and the plugin.
     await client.check();
+    const small = buildTgz([{ name: 'big.bin', content: Buffer.alloc(4096, 1) }]);
+    const warm = await client.generate({ metadata: repoMetadata(small, { appName: 'mem' }), chunks: chunksOf(small, 1024) });
+    assert.deepEqual(warm, { value: { manifests: ['{"size":4096}'], sourceType: '' } });
     // Every process of the proxy (a coordinator and its ingest processes with CMP_OFFLOAD_PROXY_PROCESSES > 1).
     const baseline = treeRssBytes(proxy.proc.pid!);
     let peak = baseline;

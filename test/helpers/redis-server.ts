@@ -20,14 +20,40 @@ export interface RedisServer {
   signal(sig: NodeJS.Signals): void;
 }
 
-/** A free TCP port on 127.0.0.1 (the OS picks it). */
-export function freePort(): Promise<number> {
+/**
+ * A free TCP port on 127.0.0.1 for a server a test starts next. Taken below the kernel's range
+ * for the local ports of outgoing connections: a port the OS picked from that range (listen on
+ * 0) was once taken by some connection before the server bound it (EADDRINUSE, a clean-clone CI
+ * run of 2026-12-03). Random, and checked free, so concurrent test files rarely meet.
+ */
+export async function freePort(): Promise<number> {
+  const [low] = localPortRange();
+  for (let i = 0; i < 50 && low > 11_000; i++) {
+    const port = 10_000 + Math.floor(Math.random() * (low - 10_000));
+    if ((await listenOn(port).catch(() => undefined)) !== undefined) return port;
+  }
+  return listenOn(0);
+}
+
+/** The kernel's ephemeral port range (net.ipv4.ip_local_port_range). */
+function localPortRange(): [number, number] {
+  try {
+    const [low, high] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low && high) return [low, high];
+  } catch {
+    // not Linux: the IANA range
+  }
+  return [49152, 65535];
+}
+
+/** Listen on `port` (0: the OS picks) and close again; resolves with the port. */
+function listenOn(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
+    srv.listen(port, '127.0.0.1', () => {
+      const bound = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(bound));
     });
   });
 }
