@@ -12,6 +12,7 @@ import { BIN } from '../helpers/paths.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { freePort } from '../helpers/redis-server.js';
 import { packRepo } from '../helpers/repo.js';
+import { until } from '../integration/distributed-helpers.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { MODES, startCmp } from './harness.js';
 
@@ -62,6 +63,9 @@ for (const mode of MODES) {
       });
       const client = openCmpClient(server.socketPath);
       try {
+        // The ops server starts after the socket (fastify loads in the background): until it
+        // listens, fetch() is refused.
+        await until(() => fetch(`http://127.0.0.1:${port}/healthz`).then(r => r.ok, () => false), 30_000, 'the proxy HTTP server');
         const cliEnv: Record<string, string> = server.redisUrl ? { CMP_OFFLOAD_REDIS_URL: server.redisUrl, CMP_OFFLOAD_SIGNING_KEY: TEST_SIGNING_KEY } : {};
         await fn(client, port, cliEnv);
       } finally {
