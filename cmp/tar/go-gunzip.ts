@@ -35,8 +35,8 @@ const OUT_CHUNK = 64 * 1024;
 // fflate's streaming Inflate 4.5-15x slower inflate; node:zlib's public API has no synchronous
 // streaming inflate. An async design on the public stream (zlib.createInflateRaw, each write
 // awaited, 256 KiB output chunks parsed while the next inflates on the thread pool; 2026-12-03)
-// kept the wall time (ingest realistic 0.56-0.91x the bare server
-// against 0.64-0.74x, alternating runs) but cost ~15% more CPU and, on Node 24, ~50 MiB more RSS
+// kept the wall time (ingest realistic 0.56-0.91x the bare server against 0.64-0.74x,
+// alternating runs) but cost ~15% more CPU and, on Node 24, ~50 MiB more RSS
 // per isolate (V8 frees zlib's fresh output buffers late): test/e2e/memory.test.ts went from 85
 // to 131-145 MiB there (bound 100). If a Node release drops this handle, the constructor below
 // says so, and pako's ZStream is the fallback to take.

@@ -27,34 +27,38 @@ export interface RedisServer {
  * run of 2026-12-03). Random, and checked free, so concurrent test files rarely meet.
  */
 export async function freePort(): Promise<number> {
-  const [low] = localPortRange();
+  const low = ephemeralLow();
   for (let i = 0; i < 50 && low > 11_000; i++) {
     const port = 10_000 + Math.floor(Math.random() * (low - 10_000));
-    if ((await listenOn(port).catch(() => undefined)) !== undefined) return port;
+    if (await portFree(port)) return port;
   }
-  return listenOn(0);
-}
-
-/** The kernel's ephemeral port range (net.ipv4.ip_local_port_range). */
-function localPortRange(): [number, number] {
-  try {
-    const [low, high] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
-    if (low && high) return [low, high];
-  } catch {
-    // not Linux: the IANA range
-  }
-  return [49152, 65535];
-}
-
-/** Listen on `port` (0: the OS picks) and close again; resolves with the port. */
-function listenOn(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once('error', reject);
-    srv.listen(port, '127.0.0.1', () => {
-      const bound = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(bound));
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
     });
+  });
+}
+
+/** The first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range). */
+function ephemeralLow(): number {
+  try {
+    const low = Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (low > 0) return low;
+  } catch {
+    // not Linux: the IANA range
+  }
+  return 49152;
+}
+
+/** Whether 127.0.0.1:`port` can be listened on now. */
+export function portFree(port: number): Promise<boolean> {
+  return new Promise(resolve => {
+    const srv = net.createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
 }
 

@@ -1,10 +1,9 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from './redis-server.js';
+import { freePort, portFree } from './redis-server.js';
 import { stopChild } from './stop-child.js';
 
 const run = promisify(execFile);
@@ -38,14 +37,6 @@ async function freeClusterPort(): Promise<number> {
     if (port + 10_000 <= 65_535 && (await portFree(port + 10_000))) return port;
   }
   throw new Error('no free port pair for a cluster node');
-}
-
-function portFree(port: number): Promise<boolean> {
-  return new Promise(resolve => {
-    const srv = net.createServer();
-    srv.once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
 }
 
 /** Processes of one topology, and their teardown. */
