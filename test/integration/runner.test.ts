@@ -500,11 +500,14 @@ test('the runner refuses to start with credentials in its env; the worker refuse
 });
 
 /** Send `bytes` to a runner in one write; the frames it answers with, once it closes. */
-async function askRunnerAtOnce(socketPath: string, bytes: Buffer): Promise<{ type: number; payload: string }[]> {
+async function askRunnerAtOnce(socketPath: string, bytes: Buffer, onAnswer?: () => void): Promise<{ type: number; payload: string }[]> {
   const socket = net.createConnection(socketPath);
   const got: Buffer[] = [];
   socket.on('connect', () => socket.write(bytes));
-  socket.on('data', (chunk: Buffer) => got.push(chunk));
+  socket.on('data', (chunk: Buffer) => {
+    if (got.length === 0) onAnswer?.();
+    got.push(chunk);
+  });
   await new Promise<void>((resolve, reject) => {
     socket.once('close', () => resolve());
     socket.once('error', reject);
@@ -537,7 +540,11 @@ test('a header and its tarball that reach the runner in one read are one request
       specDigest: pluginSpecDigest(parsePluginConfig(yaml)),
       size: tgz.length,
     };
-    const frames = await askRunnerAtOnce(runner.dirs.socketPath, Buffer.concat([encodeFrame(FrameType.HEADER, JSON.stringify(header)), encodeFrame(FrameType.DATA, tgz)]));
+    // What is on disk when the answer arrives: a worker may report the job done at once.
+    let onDisk: string[] = [];
+    const request = Buffer.concat([encodeFrame(FrameType.HEADER, JSON.stringify(header)), encodeFrame(FrameType.DATA, tgz)]);
+    const frames = await askRunnerAtOnce(runner.dirs.socketPath, request, () => (onDisk = filesUnder(runner.dirs.workDir)));
+    assert.deepEqual(onDisk, [], 'the tarball and the work dir are removed before the answer');
     assert.equal(frames.length, 1, runner.stderr());
     assert.equal(frames[0]!.type, FrameType.ANSWER);
     const answer = JSON.parse(frames[0]!.payload) as { ok: boolean; result: unknown };
@@ -549,3 +556,9 @@ test('a header and its tarball that reach the runner in one read are one request
     fs.rmSync(base, { recursive: true, force: true });
   }
 });
+
+/** The entries of a runner's work root (`<ARGOCD_CMP_WORKDIR>/_cmp_server`). */
+function filesUnder(workDir: string): string[] {
+  const root = path.join(workDir, '_cmp_server');
+  return fs.existsSync(root) ? fs.readdirSync(root) : [];
+}

@@ -54,6 +54,7 @@ export class RunnerConnection {
   /** The run's askpass questions to the worker (CREDS frames) awaiting their CREDS_ANSWER, by id. */
   private readonly asked = new Map<number, { resolve(c: GitCredentials): void; reject(e: Error): void }>();
   private lastAsked = 0;
+  private removed: Promise<void> | undefined;
   /** Resolves once the request is over and its files are gone. */
   readonly finished: Promise<void>;
   private finish!: () => void;
@@ -206,6 +207,8 @@ export class RunnerConnection {
     answer.stages = trace.stagesMs;
     answer.spans = trace.stageSpans.map(sp => [sp.name, sp.startMs, sp.endMs, sp.attributes?.['cmp.command'] ?? '', sp.attributes?.['cmp.step'] ?? '']);
     this.running = false;
+    // The tarball goes before the answer: once the worker has it, nothing of this request is on disk.
+    await this.removeTarball();
     this.answer(answer);
     await this.cleanUp();
   }
@@ -227,9 +230,14 @@ export class RunnerConnection {
   private async cleanUp(): Promise<void> {
     for (const waiting of this.asked.values()) waiting.reject(new AskpassError(Status.UNAVAILABLE, 'cmp-offload: the run is over'));
     this.asked.clear();
-    this.file?.destroy();
-    await fs.promises.rm(this.tgzPath, { force: true }).catch(() => {});
+    // Closed before the removal: a stream destroyed while its open is pending still creates the file.
+    if (this.file && !this.file.closed) await new Promise<void>(resolve => this.file!.once('close', () => resolve()).destroy());
+    await this.removeTarball();
     this.finish();
+  }
+
+  private removeTarball(): Promise<void> {
+    return (this.removed ??= fs.promises.rm(this.tgzPath, { force: true }).catch(() => {}));
   }
 }
 
