@@ -8,10 +8,13 @@ import { Status } from './grpc-status.js';
  */
 export class CmpError extends Error {
   readonly code: Status;
-  constructor(message: string, code: Status = Status.UNKNOWN) {
+  /** Which of OUR_ERRORS this is (or wraps): callers that act on one test this, not the text. */
+  readonly kind: OurErrorKind | undefined;
+  constructor(message: string, code: Status = Status.UNKNOWN, kind?: OurErrorKind) {
     super(message);
     this.name = 'CmpError';
     this.code = code;
+    this.kind = kind;
   }
 }
 
@@ -36,9 +39,9 @@ export function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** Go's `fmt.Errorf("<prefix>: %w", err)`: prefix the text, keep the code. */
+/** Go's `fmt.Errorf("<prefix>: %w", err)`: prefix the text, keep the code (and our kind). */
 export function wrap(prefix: string, err: unknown): CmpError {
-  return new CmpError(`${prefix}: ${messageOf(err)}`, codeOf(err));
+  return new CmpError(`${prefix}: ${messageOf(err)}`, codeOf(err), err instanceof CmpError ? err.kind : undefined);
 }
 
 /**
@@ -169,9 +172,10 @@ export const OUR_ERRORS = {
 } as const;
 
 type Table = typeof OUR_ERRORS;
+export type OurErrorKind = keyof Table;
 
 /** Build one of our errors: `ourError('queueFull', plugin, depth, limit)`. */
 export function ourError<K extends keyof Table>(kind: K, ...args: Parameters<Table[K]['text']>): CmpError {
   const entry = OUR_ERRORS[kind];
-  return new CmpError((entry.text as (...a: unknown[]) => string)(...args), entry.code);
+  return new CmpError((entry.text as (...a: unknown[]) => string)(...args), entry.code, kind);
 }

@@ -59,7 +59,7 @@ export async function runClientCommand(kind: ClientKind, argv: string[], io: Cli
     const outcome =
       'socket' in args.target
         ? await callSocket(kind, args.target.socket, payload, request.chunkSize, deadline, env)
-        : await callLocal(kind, args.target.configDirPath, payload, deadline, env);
+        : await callLocal(kind, args.target.configDirPath, payload, deadline, { ...env, ARGOCD_CMP_WORKDIR: tmp });
     if ('code' in outcome) {
       io.stderr.write(`${formatRpcError(outcome.code, outcome.details)}\n`);
       return 1;
@@ -151,7 +151,10 @@ async function callSocket(
   }
 }
 
-/** --local: the plugin runs in this process, through the same executor the proxy uses. */
+/**
+ * --local: the plugin runs in this process, through the same executor the proxy uses, with its
+ * work root in the command's temp dir (`env.ARGOCD_CMP_WORKDIR`), removed with it.
+ */
 async function callLocal(
   kind: ClientKind,
   configDirPath: string,

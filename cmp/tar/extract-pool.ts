@@ -2,7 +2,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { Status } from '../grpc-status.js';
-import { CmpError, ourError } from '../errors.js';
+import { CmpError, ourError, type OurErrorKind } from '../errors.js';
 import type { UntgzOptions, UntgzResult } from './untgz-sync.js';
 
 export interface ExtractJob {
@@ -14,7 +14,7 @@ export interface ExtractJob {
 
 export type ExtractReply =
   | ({ id: number; ok: true } & UntgzResult)
-  | { id: number; ok: false; message: string; code: Status };
+  | { id: number; ok: false; message: string; code: Status; kind: OurErrorKind | undefined };
 
 interface Pending {
   job: ExtractJob;
@@ -81,7 +81,7 @@ class ExtractPool {
       worker.unref();
       this.idle.push(worker);
       if (reply.ok) p.resolve({ files: reply.files, bytes: reply.bytes });
-      else p.reject(new CmpError(reply.message, reply.code));
+      else p.reject(new CmpError(reply.message, reply.code, reply.kind));
       this.pump();
     });
     const lost = (err: Error) => {

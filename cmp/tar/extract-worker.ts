@@ -1,5 +1,5 @@
 import { parentPort } from 'node:worker_threads';
-import { codeOf, messageOf } from '../errors.js';
+import { CmpError, codeOf, messageOf } from '../errors.js';
 import { untgzSync } from './untgz-sync.js';
 import type { ExtractJob, ExtractReply } from './extract-pool.js';
 
@@ -10,7 +10,7 @@ parentPort!.on('message', (job: ExtractJob) => {
   try {
     reply = { id: job.id, ok: true, ...untgzSync(job.tgzPath, job.dest, job.opts) };
   } catch (err) {
-    reply = { id: job.id, ok: false, message: messageOf(err), code: codeOf(err) };
+    reply = { id: job.id, ok: false, message: messageOf(err), code: codeOf(err), kind: err instanceof CmpError ? err.kind : undefined };
   }
   parentPort!.postMessage(reply);
 });

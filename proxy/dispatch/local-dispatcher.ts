@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Ctx } from '../../cmp/context.js';
-import { CmpError, ourError, wrap } from '../../cmp/errors.js';
+import { CmpError, wrap } from '../../cmp/errors.js';
 import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
 import { gitCredsOf } from '../../cmp/askpass/git-creds-env.js';
@@ -132,7 +132,7 @@ export class LocalDispatcher implements Dispatcher {
     try {
       return await executeRequest(this.engine, req, tgzPath, ctx, sink, repo.checksum);
     } catch (err) {
-      if (err instanceof CmpError && err.message.endsWith(ourError('spoolChanged', repo.checksum).message)) {
+      if (err instanceof CmpError && err.kind === 'spoolChanged') {
         await fs.rm(repo.tgzPath, { force: true });
       }
       throw err;

@@ -190,14 +190,18 @@ test('a directory without regular files fails locally with no files to send and 
   }
 });
 
-test('temporary files are removed after success and after failure', async () => {
+test('temporary files are removed after success and after failure, --local\'s work root too', async () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-cli-tmp-'));
   const saved = process.env.TMPDIR;
   process.env.TMPDIR = tmp;
   try {
     await runAgainstServer('generate', [], { manifests: [] });
     await runAgainstServer('generate', [], { error: { code: Status.INTERNAL, details: 'x' } });
-    assert.deepEqual(fs.readdirSync(tmp).filter((n) => n.startsWith('cmp-offload-client-')), []);
+    const local = ['--local', '--config-dir-path', path.join(REPO_ROOT, 'examples', 'plugin'), '--app-path'];
+    assert.equal((await run('generate', [path.join(REPO_ROOT, 'examples', 'repo'), ...local, 'apps/redis'])).code, 0);
+    assert.equal((await run('generate', [path.join(REPO_ROOT, 'examples', 'repo'), ...local, '.'])).code, 1);
+    // Nothing at all: no client dir, and no `_cmp_server` work root in the temp dir.
+    assert.deepEqual(fs.readdirSync(tmp), []);
   } finally {
     if (saved === undefined) delete process.env.TMPDIR;
     else process.env.TMPDIR = saved;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
-import { OUR_ERRORS, ourError } from '../../../cmp/errors.js';
+import { CmpError, OUR_ERRORS, ourError, wrap } from '../../../cmp/errors.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
 
 /** `RESOURCE_EXHAUSTED` → `ResourceExhausted`, as Go prints codes. */
@@ -20,8 +20,12 @@ test('the README error table lists every entry of OUR_ERRORS with its status, an
   assert.deepEqual(rows, table);
 });
 
-test('ourError builds the text and status of its table entry', () => {
+test('ourError builds the text, status and kind of its table entry; wrapping keeps status and kind', () => {
   const err = ourError('queueFull', 'helm', 12, 10);
   assert.equal(err.code, Status.RESOURCE_EXHAUSTED);
   assert.equal(err.message, 'cmp-offload: the queue of plugin helm is full: 12 jobs waiting (limit 10, CMP_OFFLOAD_MAX_QUEUE_DEPTH)');
+  assert.equal(err.kind, 'queueFull');
+  const wrapped = wrap('outer', wrap('inner', err));
+  assert.deepEqual([wrapped.message, wrapped.code, wrapped.kind], [`outer: inner: ${err.message}`, Status.RESOURCE_EXHAUSTED, 'queueFull']);
+  assert.equal(wrap('outer', new CmpError('plain')).kind, undefined);
 });

@@ -40,6 +40,8 @@ export interface Extracted {
   /** The error text, when extraction failed. */
   error?: string;
   code?: number;
+  /** Which of our errors it was, if one (CmpError.kind). */
+  kind?: string;
 }
 
 export const NO_LIMITS = { maxExtractedBytes: Number.MAX_SAFE_INTEGER, maxEntries: Number.MAX_SAFE_INTEGER };
@@ -59,7 +61,7 @@ export async function extractBytes(
     return { dest, ...r };
   } catch (err) {
     if (!(err instanceof CmpError)) throw err;
-    return { dest, error: err.message, code: err.code };
+    return { dest, error: err.message, code: err.code, ...(err.kind ? { kind: err.kind } : {}) };
   }
 }
 
