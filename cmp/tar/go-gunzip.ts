@@ -38,8 +38,11 @@ const OUT_CHUNK = 64 * 1024;
 // kept the wall time (ingest realistic 0.56-0.91x the bare server against 0.64-0.74x,
 // alternating runs) but cost ~15% more CPU and, on Node 24, ~50 MiB more RSS
 // per isolate (V8 frees zlib's fresh output buffers late): test/e2e/memory.test.ts went from 85
-// to 131-145 MiB there (bound 100). If a Node release drops this handle, the constructor below
-// says so, and pako's ZStream is the fallback to take.
+// to 131-145 MiB there (bound 100). --max-semi-space-size=16 does not change that: inflating 256 MiB
+// through the public stream grew RSS by 72 MiB on 24.22 with or without it, 40 on 20.20, against
+// 5-9 MiB here; smaller output chunks cut it (38 MiB at 16 KiB) at 2-4x this CPU (2026-12-03).
+// If a Node release drops this handle, every process refuses to start with the constructor's
+// message (checkInflateHandle), and pako's ZStream is the fallback to take.
 interface ZlibHandle {
   writeSync(flush: number, input: Buffer, inOff: number, inLen: number, out: Buffer, outOff: number, outLen: number): void;
   close(): void;
@@ -60,7 +63,7 @@ class RawInflater {
   constructor() {
     const z = zlib.createInflateRaw() as unknown as ZlibInternals;
     if (!z._handle || !z._writeState || typeof z._handle.writeSync !== 'function') {
-      throw new Error('this Node.js version lacks the zlib handle cmp-offload needs for synchronous inflate');
+      throw new Error(`Node.js ${process.version} lacks the zlib handle cmp-offload needs for synchronous inflate (see the README's supported Node.js versions)`);
     }
     this.handle = z._handle;
     this.state = z._writeState;
@@ -91,6 +94,11 @@ class RawInflater {
   close(): void {
     this.handle.close();
   }
+}
+
+/** Throws where RawInflater cannot work: each process checks it at start, not in its first request. */
+export function checkInflateHandle(): void {
+  new RawInflater().close();
 }
 
 type Phase = 'fixed' | 'extraLen' | 'extra' | 'name' | 'comment' | 'hcrc' | 'body' | 'trailer' | 'trailing';

@@ -69,6 +69,20 @@ describe('start-up validation of plugin.yaml', () => {
     }
   });
 
+  test('a Node.js without the zlib handle the inflate drives stops the proxy at start, saying so', async () => {
+    const dir = configDirWith(pluginYaml('p', 'generate: {command: [sh]}'));
+    // What a Node release that dropped the handle would look like: inflate streams without `_handle`.
+    const preload = path.join(dir, 'no-zlib-handle.cjs');
+    fs.writeFileSync(preload, "Object.defineProperty(require('zlib').InflateRaw.prototype, '_handle', { get() {}, set() {} });\n");
+    try {
+      const { code, stderr } = await runProxyExpectingExit(dir, { NODE_OPTIONS: `--require ${preload}` });
+      assert.equal(code, 1);
+      assert.ok(stderr.includes(`Node.js ${process.version} lacks the zlib handle cmp-offload needs for synchronous inflate`), stderr);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a bad CMP_OFFLOAD_* value stops the proxy with a message naming the variable', async () => {
     const dir = configDirWith(pluginYaml('p', 'generate: {command: [sh]}'));
     try {
