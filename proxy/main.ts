@@ -121,35 +121,41 @@ export async function runProxy(argv: string[]): Promise<number> {
     return 1;
   }
   await fs.rm(socketPath, { force: true }).catch(() => {});
+  // A stop asked while starting (Ctrl-C in the first second reaches the whole process group)
+  // ends the start: no ingest process is replaced after it, and 'serving' is not said.
+  void stopped.then(() => ingest?.stopReplacing());
+  let serving: boolean;
   try {
-    await front.listen();
+    serving = await Promise.race([front.listen().then(() => true), stopped.then(() => false)]);
   } catch (err) {
     process.stderr.write(`failed to listen on ${socketPath}: ${(err as Error).message}\n`);
     await dispatcher.close();
     return 1;
   }
-  let listening = true;
-  metrics.info.set({ role: 'proxy', plugin: pluginName, mode: options.redis ? 'distributed' : 'standalone' }, 1);
-  if (!options.redis) metrics.concurrencyLimit.set(options.concurrency);
-  const http = serveOpsInBackground(options.http, log, async () =>
-    (await import('./http-app.js')).buildProxyHttpApp({
-      socketPath,
-      listening: () => listening,
-      ...(ingest ? { metrics: () => ingest.metrics() } : {}),
-      ...(dispatcher instanceof QueueDispatcher
-        ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
-        : { cache: (dispatcher as LocalDispatcher).cache }),
-      ...(options.cache.traced ? { paths: dispatcher.paths, token: options.dashboardToken } : {}),
-    }),
-  );
-  log.info(
-    options.redis
-      ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix, processes: options.proxyProcesses }
-      : { socket: socketPath, mode: 'standalone', concurrency: options.concurrency, processes: options.proxyProcesses },
-    'serving',
-  );
-
-  await stopped;
+  let listening = serving;
+  let http: ReturnType<typeof serveOpsInBackground> | undefined;
+  if (serving) {
+    metrics.info.set({ role: 'proxy', plugin: pluginName, mode: options.redis ? 'distributed' : 'standalone' }, 1);
+    if (!options.redis) metrics.concurrencyLimit.set(options.concurrency);
+    http = serveOpsInBackground(options.http, log, async () =>
+      (await import('./http-app.js')).buildProxyHttpApp({
+        socketPath,
+        listening: () => listening,
+        ...(ingest ? { metrics: () => ingest.metrics() } : {}),
+        ...(dispatcher instanceof QueueDispatcher
+          ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
+          : { cache: (dispatcher as LocalDispatcher).cache }),
+        ...(options.cache.traced ? { paths: dispatcher.paths, token: options.dashboardToken } : {}),
+      }),
+    );
+    log.info(
+      options.redis
+        ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix, processes: options.proxyProcesses }
+        : { socket: socketPath, mode: 'standalone', concurrency: options.concurrency, processes: options.proxyProcesses },
+      'serving',
+    );
+    await stopped;
+  }
 
   // Stop accepting (the repo-server dials the socket path afresh for every use), let in-flight
   // requests finish within the grace period, then force the rest and kill what they left.
@@ -173,10 +179,16 @@ function singleProcess(deps: Omit<StreamingRpcDeps, 'inflight' | 'memo' | 'spool
   const memo = new IndexMemo(options.indexMemoBytes);
   const spools = new SpoolStore(options.workRoot, { keepBytes: options.spoolKeepBytes });
   const server = buildGrpcServer({ ...deps, inflight, memo, spools });
+  let bound: Promise<unknown> = Promise.resolve();
   return {
-    listen: () => bindUnix(server, socketPath).then(() => {}),
+    listen: () => {
+      const binding = bindUnix(server, socketPath);
+      bound = binding.catch(() => {});
+      return binding.then(() => {});
+    },
     inflight: () => inflight.size,
     async drain() {
+      await bound; // a stop during start: shut down what the bind made
       await drainGrpcServer(server, inflight, options.shutdownGraceMs, deps.log!);
       await terminateAll(5_000);
       await Promise.allSettled([...inflight]);

@@ -149,15 +149,27 @@ export class IngestProcesses {
   }
 
   /**
+   * A stop was asked: an ingest process that exits from now on is not replaced (Ctrl-C reaches
+   * the whole process group, and one still loading dies of it), and start() settles.
+   */
+  stopReplacing(): void {
+    this.stopping = true;
+    this.starting?.resolve();
+    this.starting = undefined;
+  }
+
+  /**
    * Shutdown: every ingest process stops accepting and drains within the grace period (the
    * coordinator still answers their hand-overs meanwhile); one that has not exited a few seconds
-   * after it is killed.
+   * after it is killed. One that does not listen yet holds no request: it is killed at once
+   * (before its message handler is installed, it would not hear the stop).
    */
   async stop(): Promise<void> {
     this.stopping = true;
     const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
     const exited = Promise.all(workers.map(w => new Promise<void>(resolve => (w.isDead() ? resolve() : w.once('exit', () => resolve())))));
-    for (const p of this.peers.values()) p.send({ t: 'stop' } satisfies ToIngest);
+    for (const w of workers) if (!this.listening.has(w.id) && !w.isDead()) w.process.kill('SIGKILL');
+    for (const p of this.peers.values()) if (this.listening.has(p.id)) p.send({ t: 'stop' } satisfies ToIngest);
     const late = setTimeout(() => {
       for (const w of workers) if (!w.isDead()) w.process.kill('SIGKILL');
     }, this.opts.graceMs + 5_000);

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -238,6 +238,33 @@ test('a socket that cannot be served: the same error line with 1 and with 2 proc
     assert.equal(lines[0]!.length, 1, 'one process says why');
     assert.match(lines[0]![0]!, /^failed to listen on .*missing\/dir\/example-plugin-v1\.0\.sock: No address added out of total 1 resolved/);
     assert.deepEqual(lines[1], lines[0]);
+  } finally {
+    fs.rmSync(base, { recursive: true, force: true });
+  }
+});
+
+test('a Ctrl-C while the ingest processes are still loading (it reaches the whole group): none is started again, exit 0, nothing left', async () => {
+  const base = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-procs-int-'));
+  try {
+    const proxy = spawn(process.execPath, [BIN, 'proxy', '--config-dir-path', path.join(REPO_ROOT, 'examples', 'plugin')], {
+      env: { ...process.env, ARGOCD_PLUGINSOCKFILEPATH: base, ARGOCD_CMP_WORKDIR: base, CMP_OFFLOAD_HTTP_ADDR: 'off', CMP_OFFLOAD_PROXY_PROCESSES: '2', ARGOCD_CMP_SERVER_LOGFORMAT: 'text' },
+      detached: true,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    proxy.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const exited = new Promise<number | null>(resolve => proxy.on('exit', code => resolve(code)));
+    // Forked is not loaded: a Node process takes far longer to load our modules than this poll.
+    await eventually(() => ingestPids(proxy.pid!).length === 2, 10_000, 'two ingest processes forked');
+    process.kill(-proxy.pid!, 'SIGINT');
+    assert.equal(await exited, 0, stderr);
+    const lines = stderr.split('\n');
+    const stop = lines.findIndex(l => l.includes('msg="shutting down"'));
+    assert.ok(stop >= 0, stderr);
+    assert.deepEqual(lines.slice(stop).filter(l => /msg=serving|starting another/.test(l)), [], stderr);
+    assert.match(lines.slice(stop).join('\n'), /msg=stopped/);
+    assert.throws(() => process.kill(-proxy.pid!, 0), /ESRCH/, 'a process of the proxy\'s group outlived it');
+    assert.deepEqual(fs.readdirSync(base), [], 'the socket and the work root are removed');
   } finally {
     fs.rmSync(base, { recursive: true, force: true });
   }

@@ -49,6 +49,17 @@ test('a tracer that exits 0 without a complete record fails the probe (starting 
   assert.deepEqual(leftovers(), []);
 });
 
+test('the tracer leads a process group of its own (a Ctrl-C of the proxy\'s group does not fail the probe); a failure without stderr names the exit code', async () => {
+  const seen = path.join(dir, 'probe-stat');
+  const why = await probeTracer(script('group', `cat /proc/$$/stat > ${seen}; exit 3`), process.env, dir);
+  assert.match(why!, /^the tracer failed on a trivial command: \S+\/group --cpus=all .* exited with 3$/);
+  const stat = fs.readFileSync(seen, 'utf8');
+  const pgid = (s: string) => Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[2]);
+  assert.equal(pgid(stat), Number(stat.split(' ')[0]), 'the tracer is its group\'s leader');
+  assert.notEqual(pgid(stat), pgid(fs.readFileSync('/proc/self/stat', 'utf8')));
+  assert.deepEqual(leftovers(), []);
+});
+
 test('where the kernel refuses cmp-trace its seccomp listener (here: inside another cmp-trace), the probe says so', async () => {
   // A process already under a seccomp listener cannot install a second one (EBUSY): a real
   // policy refusal, as a sandbox that listens to its containers' syscalls would give.
