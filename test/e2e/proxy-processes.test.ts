@@ -245,12 +245,12 @@ test('a socket that cannot be served: the same error line with 1 and with 2 proc
 
 test('a Ctrl-C while the ingest processes are still loading (it reaches the whole group): none is started again, exit 0, nothing left', async () => {
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-procs-int-'));
+  const proxy = spawn(process.execPath, [BIN, 'proxy', '--config-dir-path', path.join(REPO_ROOT, 'examples', 'plugin')], {
+    env: { ...process.env, ARGOCD_PLUGINSOCKFILEPATH: base, ARGOCD_CMP_WORKDIR: base, CMP_OFFLOAD_HTTP_ADDR: 'off', CMP_OFFLOAD_PROXY_PROCESSES: '2', ARGOCD_CMP_SERVER_LOGFORMAT: 'text' },
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   try {
-    const proxy = spawn(process.execPath, [BIN, 'proxy', '--config-dir-path', path.join(REPO_ROOT, 'examples', 'plugin')], {
-      env: { ...process.env, ARGOCD_PLUGINSOCKFILEPATH: base, ARGOCD_CMP_WORKDIR: base, CMP_OFFLOAD_HTTP_ADDR: 'off', CMP_OFFLOAD_PROXY_PROCESSES: '2', ARGOCD_CMP_SERVER_LOGFORMAT: 'text' },
-      detached: true,
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
     let stderr = '';
     proxy.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     const exited = new Promise<number | null>(resolve => proxy.on('exit', code => resolve(code)));
@@ -266,6 +266,11 @@ test('a Ctrl-C while the ingest processes are still loading (it reaches the whol
     assert.throws(() => process.kill(-proxy.pid!, 0), /ESRCH/, 'a process of the proxy\'s group outlived it');
     assert.deepEqual(fs.readdirSync(base), [], 'the socket and the work root are removed');
   } finally {
+    try {
+      if (proxy.pid) process.kill(-proxy.pid, 'SIGKILL'); // a failed assertion leaves nothing running
+    } catch {
+      // the group is gone, as it should be
+    }
     fs.rmSync(base, { recursive: true, force: true });
   }
 });
