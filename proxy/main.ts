@@ -124,14 +124,16 @@ export async function runProxy(argv: string[]): Promise<number> {
   // A stop asked while starting (Ctrl-C in the first second reaches the whole process group)
   // ends the start: no ingest process is replaced after it, and 'serving' is not said.
   void stopped.then(() => ingest?.stopReplacing());
+  const listened = front.listen();
   let serving: boolean;
   try {
-    serving = await Promise.race([front.listen().then(() => true), stopped.then(() => false)]);
+    serving = await Promise.race([listened.then(() => true), stopped.then(() => false)]);
   } catch (err) {
     process.stderr.write(`failed to listen on ${socketPath}: ${(err as Error).message}\n`);
     await dispatcher.close();
     return 1;
   }
+  if (!serving) await listened.catch(() => {}); // the drain below shuts down what it made
   let listening = serving;
   let http: ReturnType<typeof serveOpsInBackground> | undefined;
   if (serving) {
@@ -179,16 +181,10 @@ function singleProcess(deps: Omit<StreamingRpcDeps, 'inflight' | 'memo' | 'spool
   const memo = new IndexMemo(options.indexMemoBytes);
   const spools = new SpoolStore(options.workRoot, { keepBytes: options.spoolKeepBytes });
   const server = buildGrpcServer({ ...deps, inflight, memo, spools });
-  let bound: Promise<unknown> = Promise.resolve();
   return {
-    listen: () => {
-      const binding = bindUnix(server, socketPath);
-      bound = binding.catch(() => {});
-      return binding.then(() => {});
-    },
+    listen: () => bindUnix(server, socketPath).then(() => {}),
     inflight: () => inflight.size,
     async drain() {
-      await bound; // a stop during start: shut down what the bind made
       await drainGrpcServer(server, inflight, options.shutdownGraceMs, deps.log!);
       await terminateAll(5_000);
       await Promise.allSettled([...inflight]);

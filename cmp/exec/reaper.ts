@@ -1,5 +1,5 @@
-import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { runProbeCommand } from './probe-command.js';
 
 /** cmp-reap as `npm run build` compiles it (cmp/exec/build-reaper.sh), next to this module. */
 export const BUILT_REAPER = fileURLToPath(new URL('./cmp-reap', import.meta.url));
@@ -12,18 +12,15 @@ let probe: Promise<string | undefined> | undefined;
  * signalled, and a process that leaves the group escapes; this is said once, on stderr.
  */
 export function usableReaper(): Promise<string | undefined> {
-  probe ??= new Promise((resolve) => {
-    execFile(BUILT_REAPER, ['--probe'], { env: {}, timeout: 10_000 }, (err, _stdout, stderr) => {
-      if (!err) return resolve(BUILT_REAPER);
-      const why = stderr.trim() || err.message;
-      process.emitWarning(
-        `cmp-reap is not usable (${why}): plugin commands run under process-group kills only, and a process that ` +
-          'leaves its group (setsid, a double fork) survives timeouts, cancellation and the end of its request. ' +
-          'Build with a C compiler (cc) to fix this.',
-        { code: 'CMP_REAP_UNUSABLE' },
-      );
-      resolve(undefined);
-    });
+  probe ??= runProbeCommand(BUILT_REAPER, ['--probe'], { env: {}, timeoutMs: 10_000 }).then(failed => {
+    if (!failed) return BUILT_REAPER;
+    process.emitWarning(
+      `cmp-reap is not usable (${failed.text}): plugin commands run under process-group kills only, and a process that ` +
+        'leaves its group (setsid, a double fork) survives timeouts, cancellation and the end of its request. ' +
+        'Build with a C compiler (cc) to fix this.',
+      { code: 'CMP_REAP_UNUSABLE' },
+    );
+    return undefined;
   });
   return probe;
 }

@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runProbeCommand } from '../exec/probe-command.js';
 import type { Logger } from '../log.js';
 import type { Engine } from '../plugin/execute.js';
 import { TraceRecords } from './trace-records.js';
@@ -51,8 +51,10 @@ export async function probeTracer(tracer: string, env: NodeJS.ProcessEnv, scratc
   try {
     const out = path.join(dir, 'trace');
     const command = [process.execPath, 'node', '-e', `require('fs').existsSync(${JSON.stringify(PROBE_PATH)})`];
-    const failed = await runProbe(tracer, ['--cpus=all', out, '10000', ...command], dir, env);
-    if (failed) return failed;
+    // Its command dies with the tracer (PDEATHSIG).
+    const failed = await runProbeCommand(tracer, ['--cpus=all', out, '10000', ...command], { cwd: dir, env, timeoutMs: 10_000 });
+    if (failed?.timedOut) return 'the tracer did not finish a trivial command within 10 s';
+    if (failed) return `the tracer failed on a trivial command: ${failed.text.split('\n')[0]}`;
     const records = new TraceRecords(10_000);
     for (const line of (await fs.readFile(out, 'utf8').catch(() => '')).split('\n')) if (line !== '') records.line(line);
     const reads = records.finish();
@@ -62,36 +64,6 @@ export async function probeTracer(tracer: string, env: NodeJS.ProcessEnv, scratc
   } finally {
     await fs.rm(dir, { recursive: true, force: true });
   }
-}
-
-/**
- * Run the tracer on the probe's command: undefined when it exits 0, else why not. Its own
- * process group, as every command we run: a Ctrl-C of the proxy's group must not fail the
- * probe (the proxy waits for it at shutdown). SIGKILL at 10 s: cmp-trace ignores SIGTERM (it
- * waits for its command), and its command dies with it (PDEATHSIG).
- */
-function runProbe(tracer: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<string | undefined> {
-  return new Promise(resolve => {
-    const child = spawn(tracer, args, { cwd, env, stdio: ['ignore', 'ignore', 'pipe'], detached: true });
-    let stderr = '';
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      if (stderr.length < 4096) stderr += d;
-    });
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      resolve('the tracer did not finish a trivial command within 10 s');
-    }, 10_000);
-    const fail = (why: string) => resolve(`the tracer failed on a trivial command: ${stderr.trim().split('\n')[0] || why}`);
-    child.on('error', err => {
-      clearTimeout(timer);
-      fail(err.message);
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) resolve(undefined);
-      else fail(`${[tracer, ...args].join(' ')} exited with ${code ?? signal}`);
-    });
-  });
 }
 
 const probes = new Map<string, Promise<string | undefined>>();

@@ -15,7 +15,7 @@ import { freePort } from '../helpers/redis-server.js';
 import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
-import { signalProxy } from '../helpers/process-tree.js';
+import { signalProxy, statFields } from '../helpers/process-tree.js';
 
 /**
  * Exec timeouts (our deliberate difference, architecture §2.1) and the caller's deadline
@@ -55,7 +55,7 @@ function groupAlive(pgid: number): boolean {
       if (!/^\d+$/.test(p)) return false;
       try {
         const stat = fs.readFileSync(`/proc/${p}/stat`, 'utf8');
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        const fields = statFields(stat);
         return Number(fields[2]) === pgid && fields[0] !== 'Z';
       } catch {
         return false;

@@ -1,6 +1,11 @@
 import fs from 'node:fs';
 import { rssBytes } from './rss.js';
 
+/** The fields of a /proc/<pid>/stat text after the command name: [state, ppid, pgrp, session, ...]. */
+export function statFields(stat: string): string[] {
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 /**
  * `pid` and every live process below it, from /proc's parent links: a proxy with
  * CMP_OFFLOAD_PROXY_PROCESSES > 1 is a coordinator and its ingest processes (and, in standalone
@@ -12,7 +17,7 @@ export function descendants(pid: number): number[] {
     if (!/^\d+$/.test(name)) continue;
     try {
       const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+      parent.set(Number(name), Number(statFields(stat)[1]));
     } catch {
       // exited meanwhile
     }
@@ -59,7 +64,7 @@ export function ingestPids(pid: number): number[] {
 
 function ppidOf(pid: number): number {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  return Number(statFields(stat)[1]);
 }
 
 /** Send `signal` to the proxy `pid` and its ingest processes (SIGSTOP starves the whole proxy, not its plugin runs). */

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { BIN } from './paths.js';
+import { statFields } from './process-tree.js';
 import { stopChild } from './stop-child.js';
 
 /**
@@ -161,7 +162,7 @@ function descendantGroups(pid: number): Set<number> {
   for (const p of fs.readdirSync('/proc').filter(d => /^\d+$/.test(d))) {
     try {
       const stat = fs.readFileSync(`/proc/${p}/stat`, 'latin1');
-      const [, ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const [, ppid, pgrp] = statFields(stat);
       children.set(Number(p), { ppid: Number(ppid), pgrp: Number(pgrp) });
     } catch {
       // exited meanwhile

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BUILT_TRACER, probeTracer } from '../../../cmp/trace/tracer-probe.js';
+import { statFields } from '../../helpers/process-tree.js';
 
 /**
  * The recorder's start-up probe with real processes: the built cmp-trace passes; a missing, a
@@ -54,7 +55,7 @@ test('the tracer leads a process group of its own (a Ctrl-C of the proxy\'s grou
   const why = await probeTracer(script('group', `cat /proc/$$/stat > ${seen}; exit 3`), process.env, dir);
   assert.match(why!, /^the tracer failed on a trivial command: \S+\/group --cpus=all .* exited with 3$/);
   const stat = fs.readFileSync(seen, 'utf8');
-  const pgid = (s: string) => Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[2]);
+  const pgid = (s: string) => Number(statFields(s)[2]);
   assert.equal(pgid(stat), Number(stat.split(' ')[0]), 'the tracer is its group\'s leader');
   assert.notEqual(pgid(stat), pgid(fs.readFileSync('/proc/self/stat', 'utf8')));
   assert.deepEqual(leftovers(), []);
