@@ -255,7 +255,8 @@ test('a monorepo app: one-file commits elsewhere in the repository refresh it ra
 // app whenever the commit changed what it read: the webhook's list (the names themselves) and
 // the repo-server's `git diff --name-only synced..new` (git's own output, run as Argo runs it:
 // no user or system configuration, so core.quotePath and rename detection are on; and once more
-// with core.quotePath=false, which some installs set). Each newer Argo CD's entry trimming too.
+// with core.quotePath=false, which some installs set); each with and without the trimming of
+// entries that newer Argo CD versions do.
 
 const GIT_NAMES = [
   ...NAMES,
