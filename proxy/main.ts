@@ -68,7 +68,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   const specDigest = pluginSpecDigest(engine.config);
   const dispatcher: Dispatcher = options.redis
     ? new QueueDispatcher({ engine, pluginName, specDigest, log })
-    : new LocalDispatcher(engine);
+    : new LocalDispatcher(engine, log);
   // Standalone: find out now whether cmp-reap works, not in the first request's path.
   if (!options.redis) void usableReaper();
   // Standalone: this process runs the traced commands. Whether the recorder works is found out

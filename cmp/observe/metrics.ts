@@ -86,6 +86,17 @@ export const metrics = {
     help: 'Entries of the in-memory output cache (standalone mode).',
     registers: [registry],
   }),
+  cacheUnstored: new Counter({
+    name: 'cmp_offload_cache_unstored_total',
+    help: 'Standalone runs answered but not stored, by reason: overlap (another plugin run was in progress during it: same uid, it could have changed this run\'s work dir), stray (a plugin process may have escaped its cmp-reap).',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
+  strayPossible: new Gauge({
+    name: 'cmp_offload_stray_process_possible',
+    help: '1 while a plugin process may have escaped its cmp-reap in this standalone proxy (no answer is stored then), else 0.',
+    registers: [registry],
+  }),
   tracedCache: new Counter({
     name: 'cmp_offload_traced_cache_total',
     help: 'Traced-cache requests (CMP_OFFLOAD_CACHE=traced) by result: hit (no run), miss (ran and recorded its reads), fallback (ran with an incomplete record: only the whole-tree key was stored).',
