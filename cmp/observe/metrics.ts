@@ -62,7 +62,7 @@ export const metrics = {
   }),
   spooledTarballs: new Gauge({
     name: 'cmp_offload_spooled_tarballs',
-    help: 'Distinct verified tarballs on the proxy disk, one file each: held by requests in flight, or kept (CMP_OFFLOAD_SPOOL_KEEP_BYTES).',
+    help: 'Distinct verified tarballs on the proxy disk, one file each: held by requests in flight, or kept (CMP_OFFLOAD_SPOOL_KEEP_BYTES, distributed proxies).',
     registers: [registry],
   }),
   cacheLookups: new Counter({
