@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -8,6 +9,7 @@ import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../he
 import { scrape } from '../helpers/metrics.js';
 import { fixturePath } from '../helpers/paths.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
+import { startProxy } from '../helpers/proxy-process.js';
 import { freePort } from '../helpers/redis-server.js';
 import { buildTgz } from '../helpers/tar-builder.js';
 import { MODES, startCmp, type CmpServer } from '../e2e/harness.js';
@@ -147,10 +149,11 @@ for (const processes of ['1', '2']) {
   });
 }
 
-describe('standalone: once a plugin killed its cmp-reap, nothing is stored until no stray process can remain', () => {
-  // ROLE=killer SIGKILLs the cmp-reap above it (a process it starts could now outlive the run).
-  const SCRIPT = [
+/** A plugin script: with ROLE=killer, run `first`, then SIGKILL the cmp-reap above it; then print a manifest. */
+function killerScript(first = ':'): string {
+  return [
     'if [ "$ROLE" = killer ]; then',
+    `  ${first}`,
     '  p=$$',
     '  while [ "$p" -gt 1 ]; do',
     '    if [ "$(cat /proc/$p/comm)" = cmp-reap ]; then kill -9 "$p"; break; fi',
@@ -159,6 +162,11 @@ describe('standalone: once a plugin killed its cmp-reap, nothing is stored until
     'fi',
     'echo "kind: Done"',
   ].join('\n');
+}
+
+describe('standalone: once a plugin killed its cmp-reap, nothing is stored until no stray process can remain', () => {
+  // ROLE=killer SIGKILLs the cmp-reap above it (a process it starts could now outlive the run).
+  const SCRIPT = killerScript();
   let server: CmpServer;
   let client: CmpTestClient;
   let port: number;
@@ -192,5 +200,57 @@ describe('standalone: once a plugin killed its cmp-reap, nothing is stored until
     assert.deepEqual([before.get('cmp_offload_stray_process_possible'), m.get('cmp_offload_stray_process_possible')], [0, 1]);
     assert.equal(m.get('cmp_offload_cache_unstored_total{reason="stray"}'), 3);
     assert.equal(server.stderr().split('may have escaped its cmp-reap').length - 1, 1, server.stderr());
+  });
+});
+
+/** Whether this test may make PID namespaces (root, util-linux's unshare). */
+const canUnshare = process.getuid?.() === 0 && spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0;
+
+// Root only (CI runs as root; defined only where it can run: npm test reports no skips).
+if (canUnshare) describe('standalone alone in its PID namespace: storing resumes once no stray process is left', () => {
+  // ROLE=killer leaves a daemon in a session of its own that ignores SIGTERM and lives 4 s, and
+  // SIGKILLs the cmp-reap above it; the daemon is then out of the proxy's reach until it exits.
+  const SCRIPT = killerScript(`setsid sh -c 'trap "" TERM HUP; sleep 4' </dev/null >/dev/null 2>&1 &`);
+  let server: CmpServer;
+  let client: CmpTestClient;
+  let port: number;
+
+  before(async () => {
+    port = await freePort();
+    const proxy = await startProxy({
+      pluginYaml: pluginYaml('alone', `generate:\n  command: [sh, -c, ${JSON.stringify(SCRIPT)}]`),
+      socketName: 'alone.sock',
+      bin: fixturePath('e2e', 'in-pid-namespace.mjs'),
+      env: { CMP_OFFLOAD_PROXY_PROCESSES: '1', CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`, ARGOCD_CMP_SERVER_LOGLEVEL: 'info' },
+    });
+    server = { mode: 'standalone', socketPath: proxy.socketPath, workRoots: [proxy.workRoot], proxyPid: proxy.proc.pid!, stderr: proxy.stderr, stop: () => proxy.stop() };
+    client = openCmpClient(server.socketPath);
+  });
+  after(async () => {
+    client?.close();
+    await server?.stop();
+  });
+
+  const generate = async (role: string) => {
+    const tgz = buildTgz([{ name: 'app', type: 'dir' }, { name: 'app/a.yaml', content: `role: ${role}\n` }]);
+    const out = await client.generate({ metadata: repoMetadata(tgz, { appRelPath: 'app', env: [{ name: 'ROLE', value: role }] }), chunks: chunksOf(tgz, 1024) });
+    if (role !== 'killer') assert.ok('value' in out, JSON.stringify(out));
+  };
+  const metric = async (name: string) => (await scrape(port)).get(name) ?? 0;
+
+  test('while the daemon lives nothing is stored; once it is gone the next run alone is stored again', async () => {
+    await generate('killer');
+    const hits = await metric('cmp_offload_cache_lookups_total{result="hit"}');
+    await generate('during');
+    await generate('during');
+    assert.equal(await metric('cmp_offload_cache_lookups_total{result="hit"}'), hits, 'stored while a stray process lived');
+    assert.equal(await metric('cmp_offload_stray_process_possible'), 1);
+    // The daemon lives 4 s from the killer's run.
+    await new Promise(r => setTimeout(r, 5_000));
+    await generate('after');
+    await generate('after');
+    assert.equal(await metric('cmp_offload_cache_lookups_total{result="hit"}'), hits + 1, 'not stored once the stray process was gone');
+    assert.equal(await metric('cmp_offload_stray_process_possible'), 0);
+    assert.match(server.stderr(), /no stray plugin process is left in this PID namespace/);
   });
 });
