@@ -62,7 +62,7 @@ export const metrics = {
   }),
   spooledTarballs: new Gauge({
     name: 'cmp_offload_spooled_tarballs',
-    help: 'Distinct verified tarballs on the proxy disk, one file each: held by requests in flight, or kept (CMP_OFFLOAD_SPOOL_KEEP_BYTES).',
+    help: 'Distinct verified tarballs on the proxy disk, one file each: held by requests in flight, or kept (CMP_OFFLOAD_SPOOL_KEEP_BYTES, distributed proxies).',
     registers: [registry],
   }),
   cacheLookups: new Counter({
@@ -84,6 +84,17 @@ export const metrics = {
   cacheEntries: new Gauge({
     name: 'cmp_offload_cache_entries',
     help: 'Entries of the in-memory output cache (standalone mode).',
+    registers: [registry],
+  }),
+  cacheUnstored: new Counter({
+    name: 'cmp_offload_cache_unstored_total',
+    help: 'Standalone runs answered but not stored, by reason: overlap (another plugin run was in progress during it: same uid, it could have changed this run\'s work dir), stray (a plugin process may have escaped its cmp-reap).',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
+  strayPossible: new Gauge({
+    name: 'cmp_offload_stray_process_possible',
+    help: '1 while a plugin process may have escaped its cmp-reap in this standalone proxy (no answer is stored then), else 0.',
     registers: [registry],
   }),
   tracedCache: new Counter({
