@@ -178,6 +178,10 @@ export const OUR_ERRORS = {
     code: Status.INTERNAL,
     text: (detail: string) => `extraction worker failed: ${detail}`,
   },
+  splitFailed: {
+    code: Status.INTERNAL,
+    text: (detail: string) => `cmp-offload: the plugin's output could not be split: ${detail}`,
+  },
 } as const;
 
 type Table = typeof OUR_ERRORS;

@@ -17,6 +17,7 @@ import {
 import { addHealthService, HEALTH_PROTO_DIR } from './health.js';
 import { decodeAppStreamRequest } from './ingest/decode-request.js';
 import { streamingRpc, type StreamingRpcDeps } from './rpc/streaming-rpc.js';
+import { preparedOf } from '../cmp/split/prepared.js';
 
 /** proto/ at the repo root, from proxy/ in the sources or dist/proxy/ once compiled. */
 function protoDir(): string {
@@ -29,7 +30,12 @@ const generated = ConfigManagementPluginServiceService;
 /** The CMP service with the streaming RPCs' file chunks decoded without copies (decode-request.ts). */
 const CMP_SERVICE = {
   ...generated,
-  generateManifest: { ...generated.generateManifest, requestDeserialize: decodeAppStreamRequest },
+  generateManifest: {
+    ...generated.generateManifest,
+    requestDeserialize: decodeAppStreamRequest,
+    // Manifests prepared off the loop (a split or result thread) carry their encoding already.
+    responseSerialize: (r: ManifestResponse) => preparedOf(r.manifests)?.encoded ?? generated.generateManifest.responseSerialize(r),
+  },
   matchRepository: { ...generated.matchRepository, requestDeserialize: decodeAppStreamRequest },
   getParametersAnnouncement: { ...generated.getParametersAnnouncement, requestDeserialize: decodeAppStreamRequest },
 };

@@ -10,7 +10,8 @@ import { extractTgz } from '../tar/extract.js';
 import { commandEnv } from '../exec/env.js';
 import { runCommand } from '../exec/run-command.js';
 import { ReadRecorder, type RecordedReads } from '../trace/read-recorder.js';
-import { ManifestsTooLarge, splitManifests } from '../split/split-manifests.js';
+import { ManifestsTooLarge } from '../split/split-manifests.js';
+import { splitPool } from '../split/split-pool.js';
 import { noteExecFailure, timeStage } from '../observe/request-trace.js';
 import { commandName } from '../observe/tracing.js';
 import { withRunAskpass } from '../askpass/run-askpass.js';
@@ -158,7 +159,8 @@ async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ct
   }
   const max = engine.options.maxMessageBytes;
   try {
-    return { kind: 'generate', manifests: await timeStage('split', () => splitManifests(out, max), undefined, ctx) };
+    const split = () => splitPool.split(out, max, engine.options.limits.outputBytes, ctx.signal);
+    return { kind: 'generate', manifests: await timeStage('split', split, undefined, ctx) };
   } catch (err) {
     // The answer grpc would refuse to send, refused the same way before its text is built.
     if (err instanceof ManifestsTooLarge) throw sentMessageTooLarge(err.messageBytes, err.maxBytes);

@@ -142,7 +142,11 @@ class Manifests {
   over = false;
   private readonly measured = new Map<object | string, number>();
 
-  constructor(private readonly maxBytes: number) {}
+  /** `emit`: manifests are handed over as they come (and none are kept) instead of listed. */
+  constructor(
+    private readonly maxBytes: number,
+    private readonly emit?: (manifest: string) => void,
+  ) {}
 
   /** A raw JSON value (JSON mode): kept trimmed unless empty or `null`. */
   addRaw(raw: string): void {
@@ -166,8 +170,10 @@ class Manifests {
   }
 
   private add(text: string, bytes: number): void {
-    if (!this.over) this.list.push(text);
     this.count(bytes);
+    if (this.over) return;
+    if (this.emit) this.emit(text);
+    else this.list.push(text);
   }
 
   private count(bytes: number): void {
@@ -225,11 +231,14 @@ export class ManifestsTooLarge extends Error {
  * be larger, ManifestsTooLarge is thrown instead (after the whole output was checked for errors, as
  * Go splits it whole before sending), and the text of no manifest past the limit is built. YAML
  * aliases therefore cost what their text costs, not what they expand to.
+ *
+ * With `emit`, each manifest is handed to it as soon as it is made and none is returned; the
+ * caller drops what it got if the split then throws.
  */
-export function splitManifests(stdout: Buffer, maxMessageBytes = Infinity): string[] {
+export function splitManifests(stdout: Buffer, maxMessageBytes = Infinity, emit?: (manifest: string) => void): string[] {
   let out: Manifests;
   try {
-    out = split(stdout, new Manifests(maxMessageBytes));
+    out = split(stdout, new Manifests(maxMessageBytes, emit));
   } catch (err) {
     throw new Error(PREFIX + (err instanceof Error ? err.message : String(err)));
   }
