@@ -1,8 +1,12 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
 import { openCmpClient } from '../helpers/grpc-client.js';
+import { BIN } from '../helpers/paths.js';
 import { assertOurError } from '../helpers/our-errors.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { descendants } from '../helpers/process-tree.js';
@@ -28,6 +32,8 @@ const PLUGIN = pluginYaml('hostile-output', `generate:
     - |
       case "$ARGOCD_ENV_MODE" in
         alias) printf 'kind: List\\nitems: [&b '; head -c ${SCALAR} /dev/zero | tr '\\0' x; yes ',*b' | head -n ${ALIASES} | tr -d '\\n'; echo ']' ;;
+        stderr) yes 'une ligne d’erreur très longue' | head -c 60000 >&2; exit 3 ;;
+        short) echo 'a short failure' >&2; exit 3 ;;
         tiny) awk 'BEGIN { for (i = 0; i < 1000000; i++) printf "---\\na: 1\\n" }' ;;
         *) echo "kind: A" ;;
       esac`);
@@ -172,6 +178,42 @@ describe('hostile plugin output is bounded before it grows', () => {
       } finally {
         client.close();
         other.close();
+        await server.stop();
+      }
+    });
+  }
+
+  /** `bin/cmp-offload generate DIR --socket SOCK` with the plugin env MODE; its exit, stderr and time. */
+  async function cliGenerate(socket: string, mode: string): Promise<{ code: number | null; stderr: string; ms: number }> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-cli-'));
+    fs.writeFileSync(path.join(dir, 'f.txt'), 'x');
+    const t0 = Date.now();
+    try {
+      const child = spawn(process.execPath, [BIN, 'generate', dir, '--socket', socket, '--plugin-env', `MODE=${mode}`, '--timeout', '120s'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const code = await new Promise<number | null>(resolve => child.on('close', resolve));
+      return { code, stderr, ms: Date.now() - t0 };
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  for (const mode of MODES) {
+    test(`generate shows a failed plugin's status at once, whatever its size (${mode})`, async () => {
+      const server = await startCmp(mode, { pluginYaml: PLUGIN, socketName: 'hostile-output.sock', workers: 1 });
+      try {
+        const short = await cliGenerate(server.socketPath, 'short');
+        assert.equal(short.code, 1);
+        assert.match(short.stderr, /^rpc error: code = Unknown desc = error generating manifests: `sh -c [^`]*` failed exit status 3: a short failure\n$/);
+        // 60 KB of stderr is over 100 KB as a grpc-message (percent-encoded), more than a Node
+        // client can decode: nghttp2 takes no header field over 64 KiB, even Huffman-coded. Argo's server (grpc-go) resets such a call for a client that
+        // announced that limit; so does ours, and the client says so at once (it hung for ~40 s).
+        const long = await cliGenerate(server.socketPath, 'stderr');
+        assert.equal(long.code, 1);
+        assert.match(long.stderr, /^rpc error: code = Internal desc = Received RST_STREAM with code 2 \(Internal server error\)\ncmp-offload generate: the server reset the call; it does so when the call's status does not fit the 65535 bytes of headers/);
+        assert.ok(long.ms < 20_000, `took ${long.ms} ms`);
+      } finally {
         await server.stop();
       }
     });
