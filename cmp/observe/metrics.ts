@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STAGES, type Stage } from './stages.js';
 import { countTraceEventsIn } from './request-trace.js';
+import { preparedOf } from '../split/prepared.js';
 
 export { STAGES, type Stage } from './stages.js';
 
@@ -229,6 +230,8 @@ export function metricNames(): string[] {
 /** Approximate size of a plugin result (the manifests' text; other results are tiny). */
 export function resultBytes(result: { kind: string; manifests?: string[] }): number {
   if (result.kind !== 'generate' || !result.manifests) return 0;
+  const prepared = preparedOf(result.manifests);
+  if (prepared) return prepared.bytes;
   let n = 0;
   for (const m of result.manifests) n += Buffer.byteLength(m);
   return n;

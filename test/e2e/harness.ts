@@ -32,6 +32,8 @@ export interface CmpServer {
   redisUrl?: string;
   /** The proxy's pid (to starve it with SIGSTOP). */
   proxyPid: number;
+  /** The service processes besides the proxy's: distributed mode's workers and their runners. */
+  backendPids: number[];
   /** What every process (proxy, workers, their runners) wrote to stderr so far. */
   stderr(): string;
   /** Stop everything; resolves with the proxy's exit code. */
@@ -54,7 +56,7 @@ export interface ServerOptions {
 export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServer> {
   if (mode === 'standalone') {
     const proxy = await startProxy({ ...opts, env: { ...opts.env, ...opts.proxyEnv } });
-    return { mode, socketPath: proxy.socketPath, workRoots: [proxy.workRoot], proxyPid: proxy.proc.pid!, stderr: proxy.stderr, stop: () => proxy.stop() };
+    return { mode, socketPath: proxy.socketPath, workRoots: [proxy.workRoot], proxyPid: proxy.proc.pid!, backendPids: [], stderr: proxy.stderr, stop: () => proxy.stop() };
   }
   const d = await startDistributed({ ...opts, workers: opts.workers ?? 2 });
   return {
@@ -63,6 +65,7 @@ export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServ
     workRoots: [d.proxy.workRoot, ...d.workers.map(w => path.join(w.base, 'work', '_cmp_server'))],
     redisUrl: d.env.CMP_OFFLOAD_REDIS_URL,
     proxyPid: d.proxy.proc.pid!,
+    backendPids: d.workers.flatMap(w => [w.proc.pid!, ...(w.runner ? [w.runner.proc.pid!] : [])]),
     stderr: () => [d.proxy.stderr(), ...d.workers.flatMap(w => [w.stderr(), w.runner?.stderr() ?? ''])].join('\n'),
     async stop() {
       const code = await d.proxy.stop();
