@@ -223,7 +223,7 @@ if (canUnshare) describe('standalone alone in its PID namespace: storing resumes
       bin: fixturePath('e2e', 'in-pid-namespace.mjs'),
       env: { CMP_OFFLOAD_PROXY_PROCESSES: '1', CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`, ARGOCD_CMP_SERVER_LOGLEVEL: 'info' },
     });
-    server = { mode: 'standalone', socketPath: proxy.socketPath, workRoots: [proxy.workRoot], proxyPid: proxy.proc.pid!, stderr: proxy.stderr, stop: () => proxy.stop() };
+    server = { mode: 'standalone', socketPath: proxy.socketPath, workRoots: [proxy.workRoot], proxyPid: proxy.proc.pid!, backendPids: [], stderr: proxy.stderr, stop: () => proxy.stop() };
     client = openCmpClient(server.socketPath);
   });
   after(async () => {
