@@ -26,19 +26,23 @@ async function inWorkDir(files: Record<string, string>, fn: (dir: string) => Pro
 }
 
 /** Run `script` with sh in `cwd`, traced when `traced`; its output or its error text, and the record. */
-async function run(dir: string, cwd: string, script: string, opts: { traced?: boolean; maxPaths?: number; execTimeoutMs?: number; cpus?: 'one' | 'all' } = {}) {
+async function run(dir: string, cwd: string, script: string, opts: { traced?: boolean; maxPaths?: number; execTimeoutMs?: number; cpus?: 'one' | 'all'; abortAfterMs?: number; reaper?: false } = {}) {
   const settings = { tracer: '', cpus: opts.cpus ?? 'one', maxPaths: opts.maxPaths ?? 10_000, maxTraceBytes: 1 << 30 };
   const rec = opts.traced === false ? undefined : await ReadRecorder.start(settings, dir, process.env);
   let result: string;
+  const ac = new AbortController();
+  const deadline = opts.abortAfterMs === undefined ? undefined : setTimeout(() => ac.abort(new Error('deadline')), opts.abortAfterMs);
   try {
     const out = await runCommand({
-      argv: ['sh', '-c', script], cwd: path.join(dir, cwd), env: ENV, ctx: { signal: new AbortController().signal, deadline: undefined },
+      argv: ['sh', '-c', script], cwd: path.join(dir, cwd), env: ENV, ctx: { signal: ac.signal, deadline: undefined }, reaper: opts.reaper,
       execTimeoutMs: opts.execTimeoutMs ?? 0, fatalTimeoutMs: 1000, maxOutputBytes: 1 << 20,
       wrap: rec ? (argv, file, c) => rec.wrap(argv, file, c) : undefined,
     });
     result = out.toString();
   } catch (err) {
     result = `error: ${(err as Error).message}`;
+  } finally {
+    clearTimeout(deadline);
   }
   const reads = (await rec?.finish()) as RecordedReads;
   return { result, reads };
@@ -132,6 +136,26 @@ test('exit codes, signals, stderr and timeouts look exactly as without the trace
       const plain = await run(dir, '', script, { traced: false, execTimeoutMs: 300 });
       const traced = await run(dir, '', script, { execTimeoutMs: 300 });
       assert.equal(traced.result, plain.result, script);
+    }
+  });
+});
+
+test('after the deadline kills the main process, the rest of the group can still write files until the SIGKILL, traced as plain', async () => {
+  // Argo SIGKILLs the main process on ctx done and gives the group SIGTERM and 5 s. Killing the
+  // tracer instead left the grandchild with an unserved filter: its open() failed with ENOSYS.
+  await inWorkDir({}, async dir => {
+    const script = 'sh -c "trap \\"echo bye > term.txt\\" TERM; touch up; sleep 5 & wait" & while [ ! -e up ]; do sleep 0.02; done; wait';
+    for (const reaper of [undefined, false] as const) {
+      for (const traced of [false, true]) {
+        fs.rmSync(path.join(dir, 'term.txt'), { force: true });
+        fs.rmSync(path.join(dir, 'up'), { force: true });
+        const { result } = await run(dir, '', script, { traced, reaper, abortAfterMs: 1000 });
+        // Argo sends both at once: either the SIGKILL or the group SIGTERM may end the main process.
+        assert.match(result, /signal: (killed|terminated)$/, `${traced} ${reaper}`);
+        const written = () => fs.existsSync(path.join(dir, 'term.txt')) && fs.readFileSync(path.join(dir, 'term.txt'), 'utf8') === 'bye\n';
+        for (let i = 0; i < 50 && !written(); i++) await new Promise(r => setTimeout(r, 100));
+        assert.ok(written(), `traced=${traced} reaper=${reaper}: the TERM handler wrote its file`);
+      }
     }
   });
 });
