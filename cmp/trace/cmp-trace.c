@@ -389,6 +389,10 @@ int main(int argc, char **argv) {
     perror("cmp-trace: output");
     return 2;
   }
+  /* Plugin code runs as our uid: non-dumpable, it can neither ptrace us nor open our /proc
+   * files (mem, environ, fd), so it cannot alter the record or the listener. It can still
+   * signal us; killing us only loses its own run's record (no end mark). */
+  prctl(PR_SET_DUMPABLE, 0);
   static char obuf[1 << 16];
   setvbuf(out, obuf, _IOFBF, sizeof obuf);
   max_paths = atol(argv[3]);

@@ -3,9 +3,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { runCommand } from '../../../cmp/exec/run-command.js';
 import { BUILT_REAPER } from '../../../cmp/exec/reaper.js';
-import { ReadRecorder, type RecordedReads } from '../../../cmp/trace/read-recorder.js';
+import { BUILT_TRACER, ReadRecorder, type RecordedReads } from '../../../cmp/trace/read-recorder.js';
 
 const BUF = path.resolve('node_modules/@bufbuild/buf-linux-x64/bin/buf');
 const ENV = Object.entries(process.env).map(([k, v]) => `${k}=${v}`);
@@ -158,6 +159,18 @@ test('after the deadline kills the main process, the rest of the group can still
       }
     }
   });
+});
+
+test('plugin code of the same uid cannot open the tracer\'s /proc files (it is not dumpable)', { skip: process.getuid?.() !== 0 && 'needs root to run both as nobody' }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rec-dump-'));
+  try {
+    fs.chmodSync(dir, 0o777);
+    const probe = 'for f in environ mem; do if head -c1 /proc/$PPID/$f >/dev/null 2>&1; then echo "$f readable"; else echo "$f denied"; fi; done';
+    const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', BUILT_TRACER, '--cpus=all', path.join(dir, 'trace'), '1000', '/bin/sh', 'sh', '-c', probe], { cwd: dir, encoding: 'utf8' });
+    assert.equal(r.stdout, 'environ denied\nmem denied\n', r.stderr);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('CMP_OFFLOAD_TRACE_CPUS=one runs a traced command and its children on one CPU; all leaves them every CPU', { skip: os.availableParallelism() < 2 && 'one CPU here' }, async () => {
