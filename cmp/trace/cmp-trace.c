@@ -611,44 +611,24 @@ static void bind_one_cpu(pid_t child) {
   sched_setaffinity(child, sizeof one, &one);
 }
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-
-/* The listener the command's side installed, copied from it (Linux 5.6); -1 on failure. */
-static int take_listener(int sock, pid_t child) {
-  int number;
-  if (read(sock, &number, sizeof number) != sizeof number) return -1;
-  int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
-  if (pidfd < 0) return -1;
-  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, number, 0);
-  int err = errno;
-  close(pidfd);
-  if (fd < 0) {
-    errno = err;
-    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(err));
-    return -1;
-  }
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
-  return fd;
-}
-
-/* The command's side: filter, tell the listener's number, wait for the go, exec. Failures
- * before the exec say "cmp-trace: exec:" so that the caller runs the command without us. The
- * listener is taken with pidfd_getfd, not sent: sendmsg is notified once the filter is in. */
+/* The command's side, sharing our descriptor table until its exec (CLONE_FILES): filter, tell
+ * the listener's number (it is ours too), wait for the go, exec (which gives it a table of its
+ * own, without the close-on-exec listener and sockets). It closes nothing before: that would
+ * close ours. Sending the listener instead would need sendmsg, which the filter notifies to the
+ * listener not received yet; taking it with pidfd_getfd needs CAP_SYS_PTRACE under the usual
+ * container seccomp profiles. Failures before the exec say "cmp-trace: exec:" so that the caller
+ * runs the command without us. */
 static void start_command(int sock, char **argv) {
   int listener = install_filter();
-  if (listener < 0 || write(sock, &listener, sizeof listener) != sizeof listener) {
-    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(errno));
+  int err = errno;
+  /* Always answered: our end of the socket stays open in the shared table, so the other side
+   * would not see our exit. */
+  if (write(sock, &listener, sizeof listener) != sizeof listener || listener < 0) {
+    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(listener < 0 ? err : errno));
     _exit(127);
   }
   char go;
   if (read(sock, &go, 1) != 1) _exit(127);
-  close(listener);
-  close(sock);
   execv(argv[0], argv + 1);
   fprintf(stderr, "cmp-trace: exec: %s: %s\n", argv[0], strerror(errno));
   _exit(127);
@@ -699,7 +679,7 @@ int main(int argc, char **argv) {
   sigaddset(&chld, SIGCHLD);
   sigaddset(&chld, SIGUSR1);
   sigprocmask(SIG_BLOCK, &chld, NULL);
-  pid_t root = fork();
+  pid_t root = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, 0, 0, 0);
   if (root < 0) {
     perror("cmp-trace: fork");
     return 2;
@@ -708,10 +688,8 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_UNBLOCK, &chld, NULL);
     /* If the tracer dies, its notifications would fail with ENOSYS: end the command too. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    close(sp[0]);
     start_command(sp[1], argv + 4);
   }
-  close(sp[1]);
   /* Plugin code runs as our uid: non-dumpable, it can neither ptrace us nor open our /proc
    * files (mem, environ, fd), so it cannot alter the record or the listener. It can still
    * signal us; killing us only loses its own run's record (no end mark). */
@@ -720,11 +698,12 @@ int main(int argc, char **argv) {
    * record, and exits as the command did. */
   for (size_t i = 0; i < sizeof PASSED_ON / sizeof PASSED_ON[0]; i++) signal(PASSED_ON[i], SIG_IGN);
 
-  int listener = take_listener(sp[0], root);
+  int listener = -1;
+  if (read(sp[0], &listener, sizeof listener) != sizeof listener) listener = -1;
   if (listener >= 0) ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (__u64)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   if (!strcmp(cpus, "one")) bind_one_cpu(root);
   if (listener >= 0 && write(sp[0], "g", 1) != 1) give_up("the command did not start");
-  close(sp[0]);
+  /* Both ends stay open: until its exec, the command reads the go from the shared table. */
   if (listener < 0) give_up("no seccomp listener");
   int chldfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (chldfd < 0) {
