@@ -4,11 +4,17 @@
 # run-command module. Statically linked when the C library allows it (the helper then loads
 # nothing a plugin's env could name, e.g. LD_PRELOAD). Without a C compiler the build goes on:
 # commands then run as before under process-group kills only, and the server says so once.
+# Also cmp-undumpable.so, which `cmp-reap --init` preloads into the runner (cmp-undumpable.c).
 out=dist/cmp/exec/cmp-reap
 mkdir -p "$(dirname "$out")"
 flags="-O2 -Wall -Wextra"
 if ! ${CC:-cc} $flags -static -o "$out" cmp/exec/cmp-reap.c 2>/dev/null && ! ${CC:-cc} $flags -o "$out" cmp/exec/cmp-reap.c; then
   rm -f "$out"
   echo "cmp-offload: could not compile cmp/exec/cmp-reap.c (install gcc): plugin processes that leave their process group will not be killed" >&2
+fi
+so=dist/cmp/exec/cmp-undumpable.so
+if ! ${CC:-cc} $flags -shared -fPIC -o "$so" cmp/exec/cmp-undumpable.c; then
+  rm -f "$so"
+  echo "cmp-offload: could not compile cmp/exec/cmp-undumpable.c: the runner's node process stays dumpable (same-uid plugin code can ptrace it)" >&2
 fi
 exit 0

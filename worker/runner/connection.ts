@@ -30,6 +30,13 @@ export interface ConnectionDeps {
   /** `pluginSpecDigest` of this runner's plugin.yaml. */
   specDigest: string;
   log: Logger;
+  /**
+   * Isolation (serve.ts): whether this connection may run now. False while another request runs
+   * on an isolated runner: the connection is then refused with a BUSY frame.
+   */
+  claim?(conn: RunnerConnection): boolean;
+  /** After the claimed connection's run, before its answer: the sweep (isolation.ts). */
+  afterRun?(conn: RunnerConnection): Promise<void>;
 }
 
 /**
@@ -127,6 +134,14 @@ export class RunnerConnection {
   private onHeader(h: RunnerRequest): void {
     this.header = h;
     const { engine, specDigest } = this.deps;
+    if (this.deps.claim && !this.deps.claim(this)) {
+      // Not plugin output: the worker puts the job back in the queue (its view of this runner was wrong).
+      this.done = true;
+      this.deps.log.warn('runner request refused: another request is running here (CMP_OFFLOAD_RUNNER_ISOLATION=isolated runs one at a time)');
+      this.socket.end(encodeFrame(FrameType.BUSY, JSON.stringify({ reason: 'another request is running on this runner' })));
+      this.socket.resume();
+      return;
+    }
     if (h.specDigest !== specDigest) {
       this.deps.log.error({ worker: h.specDigest, runner: specDigest }, 'plugin spec mismatch between worker and runner, request refused');
       return this.answer(failure(ourError('runnerSkew', h.specDigest, specDigest)));
@@ -209,6 +224,12 @@ export class RunnerConnection {
     this.running = false;
     // The tarball goes before the answer: once the worker has it, nothing of this request is on disk.
     await this.removeTarball();
+    // And nothing of the run is alive or left for the next one: the answer means "ready again".
+    if (this.deps.afterRun) {
+      const swept = performance.now();
+      await this.deps.afterRun(this);
+      answer.stages = { ...answer.stages, sweep: performance.now() - swept };
+    }
     this.answer(answer);
     await this.cleanUp();
   }
