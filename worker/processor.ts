@@ -54,8 +54,9 @@ export class RunnerUnreachable extends InfraError {}
 
 /**
  * The runner refused the request because another one runs there (an isolated runner runs one at
- * a time): nothing ran. The job goes back to the queue without using an attempt; the runner is
- * up, so fetching goes on.
+ * a time): nothing ran. The runner client sends it again once a runner is free; after a few
+ * refusals the job goes back to the queue without using an attempt, and fetching goes on (the
+ * runner is up).
  */
 export class RunnerBusy extends InfraError {}
 

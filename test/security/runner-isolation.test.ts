@@ -8,8 +8,11 @@
  * answer is the fresh one, its secret is not stolen, the planted files are gone. Real proxy,
  * worker, runner (in a PID namespace of its own, test/helpers/runner-process.ts) and redis-server.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,8 +20,11 @@ import { startDistributed, type Distributed } from '../helpers/distributed.js';
 import { openCmpClient, repoMetadata, chunksOf, type CmpTestClient } from '../helpers/grpc-client.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { tarballOf } from '../helpers/repo.js';
-import { namespaceProcesses, pluginWritableTempDir, RUNNERS_ISOLATED, type RunnerProcess } from '../helpers/runner-process.js';
+import { BIN } from '../helpers/paths.js';
+import { namespaceProcesses, pluginWritableTempDir, runnerDirs, RUNNER_UID, RUNNERS_ISOLATED, startRunner, type RunnerProcess } from '../helpers/runner-process.js';
 import { until } from '../integration/distributed-helpers.js';
+import { parsePluginConfig, pluginSpecDigest } from '../../cmp/config/plugin-config.js';
+import { encodeFrame, FrameType, RUNNER_PROTOCOL_VERSION } from '../../worker/runner/protocol.js';
 
 const SPEC = `generate:
   command: [sh, -c]
@@ -128,3 +134,109 @@ for (const concurrency of [1, 2]) {
     });
   });
 }
+
+const SLOW = `generate:
+  command: [sh, -c, "sleep 1; printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\n' \\"$ARGOCD_ENV_I\\""]`;
+
+/** One raw request to a runner: its frames back, once it hangs up. */
+async function ask(socketPath: string, yaml: string, tgz: Buffer, i: string): Promise<{ type: number; payload: string }[]> {
+  const header = {
+    v: RUNNER_PROTOCOL_VERSION,
+    kind: 'generate',
+    appRelPath: '.',
+    env: [{ name: 'ARGOCD_ENV_I', value: i }],
+    recordReads: false,
+    specDigest: pluginSpecDigest(parsePluginConfig(yaml)),
+    size: tgz.length,
+  };
+  const socket = net.createConnection(socketPath);
+  const got: Buffer[] = [];
+  socket.on('connect', () => socket.write(Buffer.concat([encodeFrame(FrameType.HEADER, JSON.stringify(header)), encodeFrame(FrameType.DATA, tgz)])));
+  socket.on('data', (chunk: Buffer) => got.push(chunk));
+  await new Promise<void>((resolve, reject) => {
+    socket.once('close', () => resolve());
+    socket.once('error', reject);
+  });
+  const frames = [];
+  for (let all = Buffer.concat(got); all.length >= 5; ) {
+    const end = 5 + all.readUInt32BE(1);
+    frames.push({ type: all.readUInt8(0), payload: all.subarray(5, end).toString('utf8') });
+    all = all.subarray(end);
+  }
+  return frames;
+}
+
+describe('an isolated runner runs one request at a time', { skip: !RUNNERS_ISOLATED && 'runners run isolated only when the tests run as root (unshare)' }, () => {
+  test('a request that comes during a run is refused with BUSY (nothing runs); one that comes after is served', async () => {
+    const base = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-iso-busy-'));
+    const yaml = pluginYaml('busy', SLOW);
+    const runner = await startRunner(runnerDirs(base, yaml), { ...process.env });
+    try {
+      const tgz = await tarballOf({ 'f.txt': 'x' });
+      const first = ask(runner.dirs.socketPath, yaml, tgz, 'first');
+      await until(() => strays(runner).length > 0, 5_000, 'the first run to start');
+      const second = await ask(runner.dirs.socketPath, yaml, tgz, 'second');
+      assert.deepEqual(second.map(f => f.type), [FrameType.BUSY]);
+      assert.match(JSON.parse(second[0]!.payload).reason, /another request is running/);
+      const firstFrames = await first;
+      assert.deepEqual(firstFrames.map(f => f.type), [FrameType.ANSWER]);
+      assert.deepEqual(JSON.parse(firstFrames[0]!.payload).result.manifests, ['{"kind":"ConfigMap","metadata":{"name":"first"}}']);
+      const third = await ask(runner.dirs.socketPath, yaml, tgz, 'third');
+      assert.deepEqual(JSON.parse(third[0]!.payload).result.manifests, ['{"kind":"ConfigMap","metadata":{"name":"third"}}']);
+    } finally {
+      await runner.stop();
+      fs.rmSync(base, { recursive: true, force: true });
+    }
+  });
+
+  test('a worker with more jobs at once than runners: a refused job waits for a free runner and is answered, never failed with BUSY', async () => {
+    const d = await startDistributed({
+      pluginYaml: pluginYaml('busy2', SLOW),
+      socketName: 'busy2.sock',
+      workers: 1,
+      runners: 1,
+      env: { CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_CONCURRENCY: '2', ARGOCD_CMP_SERVER_LOGLEVEL: 'info' },
+    });
+    const client = openCmpClient(d.proxy.socketPath);
+    try {
+      const tgz = await tarballOf({ 'f.txt': 'x' });
+      const answers = await Promise.all(['a', 'b', 'c'].map(i => client.generate(call(tgz, { I: i }))));
+      assert.deepEqual(answers.map(a => ('value' in a ? a.value.manifests : a)), ['a', 'b', 'c'].map(i => [`{"kind":"ConfigMap","metadata":{"name":"${i}"}}`]));
+      const log = d.workers[0]!.stderr();
+      assert.match(log, /CMP_OFFLOAD_CONCURRENCY exceeds the number of runner sockets/);
+      assert.doesNotMatch(log, /"runner request failed"/);
+    } finally {
+      client.close();
+      await d.stop();
+    }
+  });
+
+  test('the runner refuses to start isolated where other processes are in its PID namespace, and as PID 1', async () => {
+    const base = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-iso-start-'));
+    const dirs = runnerDirs(base, pluginYaml('start', SLOW));
+    const run = (wrap: string[]) =>
+      new Promise<{ code: number | null; stderr: string }>(resolve => {
+        const child = spawn(wrap[0]!, [...wrap.slice(1), process.execPath, BIN, 'runner', '--config-dir-path', dirs.configDir], {
+          env: { ...process.env, ARGOCD_CMP_WORKDIR: dirs.workDir, CMP_OFFLOAD_RUNNER_SOCKET: dirs.socketPath },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+        child.on('exit', code => resolve({ code, stderr }));
+      });
+    const user = RUNNER_UID !== undefined ? ['setpriv', `--reuid=${RUNNER_UID}`, `--regid=${RUNNER_UID}`, '--clear-groups'] : [];
+    try {
+      // On the host, as a systemd service or a shell would start it: many other processes.
+      const host = await run(user.length ? user : ['env']);
+      assert.equal(host.code, 1);
+      assert.match(host.stderr, /refuses to start with CMP_OFFLOAD_RUNNER_ISOLATION=isolated: it is not alone in its PID namespace/);
+      // PID 1 of its namespace itself: nobody reaps what runs leave behind.
+      const pid1 = await run(['unshare', '--pid', '--fork', '--mount-proc', ...user]);
+      assert.equal(pid1.code, 1);
+      assert.match(pid1.stderr, /it is PID 1 of its namespace/);
+      assert.ok(fs.existsSync(path.join(base, 'runner-config', 'plugin.yaml')), 'nothing was swept');
+    } finally {
+      fs.rmSync(base, { recursive: true, force: true });
+    }
+  });
+});

@@ -81,47 +81,89 @@ export function answerBudget(opts: Pick<RunnerClientOptions, 'execTimeoutMs' | '
  */
 export function runnerExecute(opts: RunnerClientOptions): Execute {
   const decoder = new AnswerDecoder(decoderHeapMb(answerFrameMax(opts.outputBytes)));
-  const pool = new RunnerPool(opts.socketPaths);
+  const pool = new RunnerPool(opts.socketPaths, opts.concurrency);
   let warnedBusy = false;
   return async (req, tgzPath, ctx, sink) => {
-    const socketPath = pool.take();
-    try {
-      return await callRunner({ ...opts, socketPath }, decoder, req, tgzPath, ctx, sink);
-    } catch (err) {
-      if (err instanceof InfraError) opts.log.warn({ runner: socketPath, kind: req.kind, err: err.message }, 'runner request failed');
-      if (err instanceof RunnerBusy && !warnedBusy && opts.concurrency > opts.socketPaths.length) {
-        warnedBusy = true;
-        opts.log.warn(
-          { concurrency: opts.concurrency, runners: opts.socketPaths.length },
-          'CMP_OFFLOAD_CONCURRENCY exceeds the number of runner sockets (CMP_OFFLOAD_RUNNER_SOCKET) and an isolated runner runs one request at a time: jobs go back to the queue; give each job a runner',
-        );
+    for (let refused = 0; ; refused++) {
+      const socketPath = await pool.take(ctx.signal);
+      try {
+        return await callRunner({ ...opts, socketPath }, decoder, req, tgzPath, ctx, sink);
+      } catch (err) {
+        if (err instanceof RunnerBusy && !ctx.signal.aborted) {
+          // An isolated runner: from now on one request at a time there; this one waits for a free runner.
+          pool.oneAtATime(socketPath);
+          if (!warnedBusy && opts.concurrency > opts.socketPaths.length) {
+            warnedBusy = true;
+            opts.log.warn(
+              { concurrency: opts.concurrency, runners: opts.socketPaths.length },
+              'CMP_OFFLOAD_CONCURRENCY exceeds the number of runner sockets (CMP_OFFLOAD_RUNNER_SOCKET) and an isolated runner runs one request at a time: the extra jobs wait here for a free runner; give each job a runner',
+            );
+          }
+          if (refused < BUSY_RETRIES) continue;
+        }
+        if (err instanceof InfraError) opts.log.warn({ runner: socketPath, kind: req.kind, err: err.message }, 'runner request failed');
+        throw err;
+      } finally {
+        pool.give(socketPath);
       }
-      throw err;
-    } finally {
-      pool.give(socketPath);
     }
   };
 }
 
 /**
- * The runner sockets and the requests each has under way: a request takes one with the fewest
- * (a free one while there is one; with CMP_OFFLOAD_CONCURRENCY above the number of runners,
- * shared runners take several, isolated ones refuse with BUSY).
+ * How often a request refused with BUSY (nothing ran) is sent again, each time once a runner is
+ * free here; then it goes back to the queue (something else holds the runner: another worker
+ * sharing its socket).
+ */
+const BUSY_RETRIES = 3;
+
+/**
+ * The runner sockets and the requests each has under way: a request takes one with the fewest,
+ * below its capacity, or waits for one. The capacity starts at CMP_OFFLOAD_CONCURRENCY spread over
+ * the runners (a shared runner takes several at once) and drops to one at a runner's first BUSY
+ * (an isolated runner runs one at a time).
  */
 export class RunnerPool {
   private readonly busy: Map<string, number>;
-  constructor(paths: readonly string[]) {
+  private readonly capacity: Map<string, number>;
+  private readonly waiting: (() => void)[] = [];
+  constructor(paths: readonly string[], concurrency = paths.length) {
     if (paths.length === 0) throw new Error('no runner socket');
     this.busy = new Map(paths.map(p => [p, 0]));
+    const each = Math.max(1, Math.ceil(concurrency / paths.length));
+    this.capacity = new Map(paths.map(p => [p, each]));
   }
-  take(): string {
-    let best: string | undefined;
-    for (const [p, n] of this.busy) if (best === undefined || n < this.busy.get(best)!) best = p;
-    this.busy.set(best!, this.busy.get(best!)! + 1);
-    return best!;
+  /** A runner for one request, once one is free (rejects when `signal` aborts first). */
+  async take(signal?: AbortSignal): Promise<string> {
+    for (;;) {
+      let best: string | undefined;
+      for (const [p, n] of this.busy) if (n < this.capacity.get(p)! && (best === undefined || n < this.busy.get(best)!)) best = p;
+      if (best !== undefined) {
+        this.busy.set(best, this.busy.get(best)! + 1);
+        return best;
+      }
+      signal?.throwIfAborted();
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => {
+          const i = this.waiting.indexOf(wake);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(signal!.reason as Error);
+        };
+        const wake = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        this.waiting.push(wake);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    }
   }
   give(p: string): void {
     this.busy.set(p, Math.max(0, (this.busy.get(p) ?? 1) - 1));
+    this.waiting.shift()?.();
+  }
+  oneAtATime(p: string): void {
+    this.capacity.set(p, 1);
   }
 }
 

@@ -80,11 +80,25 @@ test('the reset empties dirs, keeps mount points and the dirs leading to them, a
   }
 });
 
-test('the worker gives each request the runner with the fewest requests', () => {
-  const pool = new RunnerPool(['/a', '/b']);
-  assert.equal(pool.take(), '/a');
-  assert.equal(pool.take(), '/b');
+test('the worker gives each request the runner with the fewest requests; past a runner\'s capacity it waits', async () => {
+  const pool = new RunnerPool(['/a', '/b'], 4);
+  assert.equal(await pool.take(), '/a');
+  assert.equal(await pool.take(), '/b');
   pool.give('/a');
-  assert.equal(pool.take(), '/a');
-  assert.equal(pool.take(), '/a', 'above one per runner: shared runners take several');
+  assert.equal(await pool.take(), '/a');
+  assert.equal(await pool.take(), '/a', 'up to CMP_OFFLOAD_CONCURRENCY spread over the runners: a shared runner takes several');
+  // /a refused with BUSY: an isolated runner, one at a time from now on.
+  pool.oneAtATime('/a');
+  pool.give('/a');
+  assert.equal(await pool.take(), '/b');
+  let got: string | undefined;
+  const waiting = pool.take().then(p => (got = p));
+  await new Promise(resolve => setImmediate(resolve));
+  assert.equal(got, undefined, 'no runner below its capacity: it waits');
+  pool.give('/a');
+  assert.equal(await waiting, '/a');
+  const ac = new AbortController();
+  const aborted = pool.take(ac.signal);
+  ac.abort(new Error('deadline'));
+  await assert.rejects(aborted, /deadline/);
 });
