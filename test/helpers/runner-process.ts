@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { BIN, REPO_ROOT } from './paths.js';
@@ -312,4 +313,26 @@ export function hostPid(nsPid: number, ns: string): number | undefined {
     }
   }
   return undefined;
+}
+
+/** Write `bytes` (frames) to a runner at once; its frames back, once it hangs up. */
+export async function askRunnerAtOnce(socketPath: string, bytes: Buffer, onAnswer?: () => void): Promise<{ type: number; payload: string }[]> {
+  const socket = net.createConnection(socketPath);
+  const got: Buffer[] = [];
+  socket.on('connect', () => socket.write(bytes));
+  socket.on('data', (chunk: Buffer) => {
+    if (got.length === 0) onAnswer?.();
+    got.push(chunk);
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('close', () => resolve());
+    socket.once('error', reject);
+  });
+  const frames = [];
+  for (let all = Buffer.concat(got); all.length >= 5; ) {
+    const end = 5 + all.readUInt32BE(1);
+    frames.push({ type: all.readUInt8(0), payload: all.subarray(5, end).toString('utf8') });
+    all = all.subarray(end);
+  }
+  return frames;
 }

@@ -14,7 +14,7 @@ import { statFields } from '../helpers/process-tree.js';
 import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
 import { freePort } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
-import { hostPid, pluginWritableTempDir, runnerDirs, RUNNER_UID, startRunner } from '../helpers/runner-process.js';
+import { askRunnerAtOnce, hostPid, pluginWritableTempDir, runnerDirs, RUNNER_UID, startRunner } from '../helpers/runner-process.js';
 import { startWorker } from '../helpers/worker-process.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { lines, until } from './distributed-helpers.js';
@@ -513,27 +513,6 @@ test('the runner refuses to start with credentials in its env; the worker refuse
 });
 
 /** Send `bytes` to a runner in one write; the frames it answers with, once it closes. */
-async function askRunnerAtOnce(socketPath: string, bytes: Buffer, onAnswer?: () => void): Promise<{ type: number; payload: string }[]> {
-  const socket = net.createConnection(socketPath);
-  const got: Buffer[] = [];
-  socket.on('connect', () => socket.write(bytes));
-  socket.on('data', (chunk: Buffer) => {
-    if (got.length === 0) onAnswer?.();
-    got.push(chunk);
-  });
-  await new Promise<void>((resolve, reject) => {
-    socket.once('close', () => resolve());
-    socket.once('error', reject);
-  });
-  const frames = [];
-  for (let all = Buffer.concat(got); all.length >= 5; ) {
-    const end = 5 + all.readUInt32BE(1);
-    frames.push({ type: all.readUInt8(0), payload: all.subarray(5, end).toString('utf8') });
-    all = all.subarray(end);
-  }
-  return frames;
-}
-
 // A worker writes the header, then the tarball; a runner slow to read (a busy node) gets both
 // in one read. The runner once checked every frame of a read before handling the header, so
 // it refused the DATA frame as unexpected and hung up: the job was retried, and failed with

@@ -11,7 +11,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -21,7 +20,7 @@ import { openCmpClient, repoMetadata, chunksOf, type CmpTestClient } from '../he
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { tarballOf } from '../helpers/repo.js';
 import { BIN } from '../helpers/paths.js';
-import { namespaceProcesses, pluginWritableTempDir, runnerDirs, RUNNER_UID, RUNNERS_ISOLATED, startRunner, type RunnerProcess } from '../helpers/runner-process.js';
+import { askRunnerAtOnce, namespaceProcesses, pluginWritableTempDir, runnerDirs, RUNNER_UID, RUNNERS_ISOLATED, startRunner, type RunnerProcess } from '../helpers/runner-process.js';
 import { until } from '../integration/distributed-helpers.js';
 import { parsePluginConfig, pluginSpecDigest } from '../../cmp/config/plugin-config.js';
 import { encodeFrame, FrameType, RUNNER_PROTOCOL_VERSION } from '../../worker/runner/protocol.js';
@@ -149,21 +148,7 @@ async function ask(socketPath: string, yaml: string, tgz: Buffer, i: string): Pr
     specDigest: pluginSpecDigest(parsePluginConfig(yaml)),
     size: tgz.length,
   };
-  const socket = net.createConnection(socketPath);
-  const got: Buffer[] = [];
-  socket.on('connect', () => socket.write(Buffer.concat([encodeFrame(FrameType.HEADER, JSON.stringify(header)), encodeFrame(FrameType.DATA, tgz)])));
-  socket.on('data', (chunk: Buffer) => got.push(chunk));
-  await new Promise<void>((resolve, reject) => {
-    socket.once('close', () => resolve());
-    socket.once('error', reject);
-  });
-  const frames = [];
-  for (let all = Buffer.concat(got); all.length >= 5; ) {
-    const end = 5 + all.readUInt32BE(1);
-    frames.push({ type: all.readUInt8(0), payload: all.subarray(5, end).toString('utf8') });
-    all = all.subarray(end);
-  }
-  return frames;
+  return askRunnerAtOnce(socketPath, Buffer.concat([encodeFrame(FrameType.HEADER, JSON.stringify(header)), encodeFrame(FrameType.DATA, tgz)]));
 }
 
 describe('an isolated runner runs one request at a time', { skip: !RUNNERS_ISOLATED && 'runners run isolated only when the tests run as root (unshare)' }, () => {
