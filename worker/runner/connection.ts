@@ -35,8 +35,13 @@ export interface ConnectionDeps {
    * on an isolated runner: the connection is then refused with a BUSY frame.
    */
   claim?(conn: RunnerConnection): boolean;
-  /** After the claimed connection's run, before its answer: the sweep (isolation.ts). */
+  /**
+   * After the claimed connection's run and its answer: the run's own kill sequences end, then the
+   * sweep (isolation.ts); the runner takes no other request until it is done.
+   */
   afterRun?(conn: RunnerConnection): Promise<void>;
+  /** The duration of the last sweep (ms), reported with the next answer as stage `sweep`. */
+  lastSweepMs?(): number | undefined;
 }
 
 /**
@@ -220,17 +225,16 @@ export class RunnerConnection {
       answer = failure(err);
     }
     answer.stages = trace.stagesMs;
+    const swept = this.deps.lastSweepMs?.();
+    if (swept !== undefined) answer.stages = { ...answer.stages, sweep: swept };
     answer.spans = trace.stageSpans.map(sp => [sp.name, sp.startMs, sp.endMs, sp.attributes?.['cmp.command'] ?? '', sp.attributes?.['cmp.step'] ?? '']);
     this.running = false;
     // The tarball goes before the answer: once the worker has it, nothing of this request is on disk.
     await this.removeTarball();
-    // And nothing of the run is alive or left for the next one: the answer means "ready again".
-    if (this.deps.afterRun) {
-      const swept = performance.now();
-      await this.deps.afterRun(this);
-      answer.stages = { ...answer.stages, sweep: performance.now() - swept };
-    }
     this.answer(answer);
+    // Isolation: nothing of the run stays alive or on disk for the next one. In the same tick as the
+    // answer, so that the worker's next request waits for the sweep rather than finding us busy.
+    await this.deps.afterRun?.(this);
     await this.cleanUp();
   }
 

@@ -137,7 +137,9 @@ export async function emptyDir(dir: string, mounts: ReadonlySet<string>): Promis
   for (const name of names) {
     const p = path.join(dir, name);
     if (mounts.has(p)) continue;
-    if ([...mounts].some(m => m.startsWith(`${p}/`))) await emptyDir(p, mounts);
+    // Into a real dir only: a run may have put a symlink where a dir leading to a mount point was.
+    const leadsToMount = [...mounts].some(m => m.startsWith(`${p}/`)) && (await fsp.lstat(p).catch(() => undefined))?.isDirectory();
+    if (leadsToMount) await emptyDir(p, mounts);
     else await removeTree(p);
   }
 }

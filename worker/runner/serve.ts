@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import net from 'node:net';
+import { settled } from '../../cmp/exec/process-groups.js';
 import { RunnerConnection, type ConnectionDeps } from './connection.js';
 
 /**
@@ -26,6 +27,7 @@ export async function serveRunner(socketPath: string, deps: ConnectionDeps, isol
   let active: RunnerConnection | undefined;
   /** A sweep under way: connections that come meanwhile wait for it rather than being refused. */
   let sweeping: Promise<void> | undefined;
+  let lastSweepMs: number | undefined;
   const connDeps: ConnectionDeps = isolation
     ? {
         ...deps,
@@ -40,7 +42,14 @@ export async function serveRunner(socketPath: string, deps: ConnectionDeps, isol
         },
         async afterRun(conn) {
           if (active !== conn) return;
-          sweeping = isolation.sweep().catch((err: Error) => isolation.onSweepFailed(err));
+          sweeping = (async () => {
+            // The run's kill sequences first (SIGTERM, SIGKILL after ARGOCD_EXEC_FATAL_TIMEOUT):
+            // its TERM handlers get the same grace as anywhere else, then the sweep.
+            await settled();
+            const started = performance.now();
+            await isolation.sweep();
+            lastSweepMs = performance.now() - started;
+          })().catch((err: Error) => isolation.onSweepFailed(err));
           try {
             await sweeping;
           } finally {
@@ -48,6 +57,7 @@ export async function serveRunner(socketPath: string, deps: ConnectionDeps, isol
             active = undefined;
           }
         },
+        lastSweepMs: () => lastSweepMs,
       }
     : deps;
   const accept = (socket: net.Socket) => {
@@ -59,7 +69,11 @@ export async function serveRunner(socketPath: string, deps: ConnectionDeps, isol
   const server = net.createServer(socket => {
     if (!sweeping) return accept(socket);
     socket.pause();
-    void sweeping.then(() => accept(socket));
+    void sweeping.then(() => {
+      accept(socket);
+      // Explicitly paused: a 'data' listener alone would not start the flow again.
+      socket.resume();
+    });
   });
   await removeStaleSocket(socketPath);
   // The umask makes the socket 0600 from its creation: no window where others may connect.

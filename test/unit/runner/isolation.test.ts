@@ -70,6 +70,15 @@ test('the reset empties dirs, keeps mount points and the dirs leading to them, a
     assert.equal(fs.readFileSync(mount, 'utf8'), 'kept');
     assert.ok(fs.existsSync('/etc'), 'a symlink is removed, not followed');
     await emptyDir(path.join(base, 'missing'), new Set());
+    // A symlink where a dir leading to a mount point was is removed, not followed.
+    const outside = path.join(base, 'outside');
+    fs.mkdirSync(outside);
+    fs.writeFileSync(path.join(outside, 'keep'), 'x');
+    fs.renameSync(path.join(home, 'cmp-server'), path.join(home, 'moved'));
+    fs.symlinkSync(outside, path.join(home, 'cmp-server'));
+    await emptyDir(home, new Set([mount]));
+    assert.deepEqual(fs.readdirSync(outside), ['keep']);
+    assert.deepEqual(fs.readdirSync(home), []);
 
     const keep = [{ path: path.join(home, 'cmp-server', 'config', 'plugin.yaml'), what: 'its plugin.yaml' }];
     assert.throws(() => checkResetDirs([home], keep, new Set()), /CMP_OFFLOAD_RUNNER_RESET_DIRS: .* holds its plugin.yaml/);
