@@ -194,13 +194,19 @@ export async function startRunner(dirs: RunnerDirs, env: Record<string, string |
         }
       },
       // SIGKILL to PID 1: the kernel kills every process of the namespace (a dead container).
+      // unshare exits once PID 1 is reaped, which is after every process of the namespace is gone.
       async kill() {
         try {
           process.kill(init, 'SIGKILL');
         } catch {
           // gone
         }
-        await killProcess(s.proc, s.exited);
+        const timer = setTimeout(() => s.proc.kill('SIGKILL'), 10_000);
+        try {
+          await s.exited;
+        } finally {
+          clearTimeout(timer);
+        }
       },
     };
   }
@@ -335,4 +341,20 @@ export async function askRunnerAtOnce(socketPath: string, bytes: Buffer, onAnswe
     all = all.subarray(end);
   }
   return frames;
+}
+
+/** The host id of process group `nsPgid` of PID namespace `ns`, from a live member (see hostPid). */
+export function hostPgid(nsPgid: number, ns: string): number | undefined {
+  for (const p of fs.readdirSync('/proc').filter(d => /^\d+$/.test(d))) {
+    try {
+      if (fs.readlinkSync(`/proc/${p}/ns/pid`) !== ns) continue;
+      const status = fs.readFileSync(`/proc/${p}/status`, 'latin1');
+      const nspgid = /^NSpgid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/);
+      if (Number(nspgid?.at(-1)) !== nsPgid || /^State:\s+Z/m.test(status)) continue;
+      return Number(statFields(fs.readFileSync(`/proc/${p}/stat`, 'latin1'))[2]);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return undefined;
 }

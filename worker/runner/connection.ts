@@ -228,13 +228,14 @@ export class RunnerConnection {
     const swept = this.deps.lastSweepMs?.();
     if (swept !== undefined) answer.stages = { ...answer.stages, sweep: swept };
     answer.spans = trace.stageSpans.map(sp => [sp.name, sp.startMs, sp.endMs, sp.attributes?.['cmp.command'] ?? '', sp.attributes?.['cmp.step'] ?? '']);
-    this.running = false;
     // The tarball goes before the answer: once the worker has it, nothing of this request is on disk.
     await this.removeTarball();
     this.answer(answer);
     // Isolation: nothing of the run stays alive or on disk for the next one. In the same tick as the
-    // answer, so that the worker's next request waits for the sweep rather than finding us busy.
+    // answer, so that the worker's next request waits for the sweep rather than finding us busy;
+    // still `running` meanwhile, so that a hang-up does not end the request (and a shutdown) early.
     await this.deps.afterRun?.(this);
+    this.running = false;
     await this.cleanUp();
   }
 

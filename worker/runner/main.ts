@@ -78,12 +78,14 @@ export async function runRunner(argv: string[]): Promise<number> {
   // said once; 'runner ready' does not wait for it (an early request waits for the same probe).
   const recorderChecked = checkRecorder(engine, log);
   const isolated = options.runner.isolation === 'isolated';
+  let stopping = false;
   let isolation: RunnerIsolation | undefined;
   if (isolated) {
     // The probes' processes are ours: the first sweep must not find them running.
     await Promise.all([usableReaper(), recorderChecked]);
     isolation = {
-      sweep: () => sweep(options.workRoot, options.runner.resetDirs, socketPath, socketId, log),
+      // Stopping, the socket is gone on purpose (closing the server unlinks it).
+      sweep: () => sweep(options.workRoot, options.runner.resetDirs, socketPath, stopping ? 'any' : socketId, log),
       onSweepFailed(err) {
         // Fail closed: with the runner gone its init exits, and the kernel kills what is left of the namespace.
         log.error({ err: err.message }, 'the sweep after a run failed: stopping the runner (its container restarts clean)');
@@ -106,6 +108,7 @@ export async function runRunner(argv: string[]): Promise<number> {
   log.info({ socket: socketPath, plugin: engine.config.metadata.name, isolation: options.runner.isolation }, 'runner ready');
 
   await stopSignal;
+  stopping = true;
 
   await server.close(options.shutdownGraceMs);
   await terminateAll(5_000);
@@ -141,6 +144,6 @@ async function sweep(workRoot: string, resetDirs: readonly string[], socketPath:
   for (const dir of resetDirs) await emptyDir(dir, mounts);
   await removeTree(workRoot);
   await fs.mkdir(workRoot, { recursive: true, mode: 0o700 });
-  if (fileId(socketPath) !== socketId) throw new Error(`${socketPath} (CMP_OFFLOAD_RUNNER_SOCKET) is no longer this runner's socket: a run replaced it`);
+  if (socketId !== 'any' && fileId(socketPath) !== socketId) throw new Error(`${socketPath} (CMP_OFFLOAD_RUNNER_SOCKET) is no longer this runner's socket: a run replaced it`);
   log.debug({ killed, ms: Math.round((performance.now() - started) * 10) / 10 }, 'swept after the run');
 }
