@@ -51,6 +51,10 @@ const SPEC = `generate:
           echo "$reaper" > "$MARKERS/reaper"
           [ -n "$reaper" ] && kill -9 "$reaper"
           printf 'kind: ConfigMap\\nmetadata:\\n  name: attacker\\n';;
+        peek)
+          n=0
+          for p in 1 2; do cat /proc/$p/environ >/dev/null 2>&1 && n=$((n + 1)); done
+          printf 'kind: ConfigMap\\nmetadata:\\n  name: peek\\ndata:\\n  readable: "%s"\\n  runner: "%s"\\n' "$n" "$(tr '\\0' ' ' < /proc/2/cmdline)";;
         victim)
           sleep 1
           # Processes of the attacker's daemons (this script's own text names them too: skipped).
@@ -132,6 +136,14 @@ for (const concurrency of [1, 2]) {
       });
       assert.doesNotMatch(safeRead(path.join(markers, 'stolen')), new RegExp(secret), "the next tenant's env was read");
       for (const r of runners) assert.deepEqual(strays(r), []);
+    });
+
+    test('PID 1 (cmp-reap --init) and the runner are not dumpable: a run cannot read their environ (nor ptrace them)', async () => {
+      const out = await client.generate(call(await tarballOf({ 'x.txt': 'x' }), { MODE: 'peek' }));
+      assert.ok('value' in out, JSON.stringify(out));
+      const data = JSON.parse(out.value.manifests[0]!).data;
+      assert.match(data.runner, /cmp-offload runner/, 'pid 2 is the runner');
+      assert.equal(data.readable, '0');
     });
 
     test('the sweep time of each run is in the worker\'s job log (stage sweep)', async () => {
