@@ -48,6 +48,9 @@ export async function runWorker(argv: string[]): Promise<number> {
   const stopSignal = untilStopSignal(log, 'no new jobs');
   const { options } = engine;
   const runnerSocket = options.runnerSocket === IN_PROCESS ? undefined : options.runnerSocket!;
+  const runnerSockets = options.runnerSockets;
+  // Up when every runner of the pod accepts (one restarting pauses fetching: see runnerState).
+  const runnersAccept = async (timeoutMs: number) => (await Promise.all(runnerSockets.map(p => runnerAccepts(p, timeoutMs)))).every(Boolean);
   // Tracing (off unless ARGOCD_CMP_SERVER_OTLP_ADDRESS is set: then, and only then, the exporter is loaded).
   if (options.otlp) {
     (await import('../cmp/observe/otlp-exporter.js')).startOtlpTracing(options.otlp, 'cmp-offload-worker', log);
@@ -75,7 +78,8 @@ export async function runWorker(argv: string[]): Promise<number> {
   const specDigest = pluginSpecDigest(engine.config);
   const execute: Execute = runnerSocket
     ? runnerExecute({
-        socketPath: runnerSocket,
+        socketPaths: runnerSockets,
+        concurrency: options.concurrency,
         specDigest,
         outputBytes: options.limits.outputBytes,
         maxPaths: options.cache.trace.maxPaths,
@@ -96,7 +100,7 @@ export async function runWorker(argv: string[]): Promise<number> {
           // The runner went away mid-run (that run counts: it may be what killed it): stop
           // fetching if it is gone for good, rather than fail the next jobs at once.
           if (err instanceof InfraError && !(err instanceof RunnerUnreachable)) {
-            void runnerAccepts(runnerSocket, 1_000).then(up => up || runnerState?.unreachable());
+            void runnersAccept(1_000).then(up => up || runnerState?.unreachable());
           }
           throw err;
         }
@@ -144,7 +148,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   // rest of the start goes on.
   const runnerWait = new AbortController();
   const fetching = runnerSocket
-    ? untilRunnerAccepts(runnerSocket, ro.timeoutMs, runnerWait.signal, log).then(up => {
+    ? untilRunnerAccepts(runnerSockets, ro.timeoutMs, runnerWait.signal, log).then(up => {
         if (!up || stopping) return false;
         worker.run().catch(err => log.warn({ err: (err as Error).message }, 'worker error'));
         return true;
@@ -161,12 +165,12 @@ export async function runWorker(argv: string[]): Promise<number> {
       runnerDown = true;
       // Not waiting for the running jobs: they end on their own.
       void worker.pause(true).catch(err => log.warn({ err: (err as Error).message }, 'worker error'));
-      log.warn({ runner: runnerSocket }, 'the runner does not accept connections: fetching no jobs until it does (CMP_OFFLOAD_RUNNER_SOCKET)');
-      void untilRunnerAccepts(runnerSocket, Number.POSITIVE_INFINITY, runnerWait.signal, log, RUNNER_RECOVERY_RETRY_MS).then(async up => {
+      log.warn({ runner: runnerSockets.join(',') }, 'the runner does not accept connections: fetching no jobs until it does (CMP_OFFLOAD_RUNNER_SOCKET)');
+      void untilRunnerAccepts(runnerSockets, Number.POSITIVE_INFINITY, runnerWait.signal, log, RUNNER_RECOVERY_RETRY_MS).then(async up => {
         if (!up || stopping) return;
         runnerDown = false;
         await worker.resume();
-        log.info({ runner: runnerSocket }, 'the runner accepts connections again: fetching jobs');
+        log.info({ runner: runnerSockets.join(',') }, 'the runner accepts connections again: fetching jobs');
       });
     },
   };
@@ -202,12 +206,12 @@ export async function runWorker(argv: string[]): Promise<number> {
       // Paused because its runner is down, the worker is not ready for the runner's sake only; and
       // the runner counts as up once fetching has resumed, not merely once its socket accepts.
       running: () => !stopping && (worker.isRunning() || runnerDown),
-      ...(runnerSocket ? { runnerUp: async () => !runnerDown && (await runnerAccepts(runnerSocket, 1_000)) } : {}),
+      ...(runnerSocket ? { runnerUp: async () => !runnerDown && (await runnersAccept(1_000)) } : {}),
       ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
     }),
   );
   const ready = () =>
-    log.info({ queue, redis: ro.redacted, prefix: ro.prefix, concurrency: options.concurrency, runner: options.runnerSocket }, 'worker ready');
+    log.info({ queue, redis: ro.redacted, prefix: ro.prefix, concurrency: options.concurrency, runner: runnerSocket ? runnerSockets.join(',') : options.runnerSocket }, 'worker ready');
   void fetching.then(up => up && ready());
 
   await stopSignal;
@@ -242,17 +246,19 @@ const RUNNER_RETRY_MS = 10;
 const RUNNER_RECOVERY_RETRY_MS = 100;
 
 /**
- * Resolve true once the runner at `socketPath` accepts a connection, false if `signal` aborts
- * first. Says once, after `warnAfterMs`, that jobs wait for the runner.
+ * Resolve true once the runner at each of `socketPaths` accepts a connection, false if `signal`
+ * aborts first. Says once, after `warnAfterMs`, that jobs wait for the runner.
  */
-async function untilRunnerAccepts(socketPath: string, warnAfterMs: number, signal: AbortSignal, log: Logger, retryMs = RUNNER_RETRY_MS): Promise<boolean> {
+async function untilRunnerAccepts(socketPaths: readonly string[], warnAfterMs: number, signal: AbortSignal, log: Logger, retryMs = RUNNER_RETRY_MS): Promise<boolean> {
   const warnAt = Date.now() + warnAfterMs;
   let warned = false;
+  const waiting = new Set(socketPaths);
   while (!signal.aborted) {
-    if (await runnerAccepts(socketPath, 1_000)) return !signal.aborted;
+    for (const p of [...waiting]) if (await runnerAccepts(p, 1_000)) waiting.delete(p);
+    if (waiting.size === 0) return !signal.aborted;
     if (!warned && Date.now() >= warnAt) {
       warned = true;
-      log.warn({ runner: socketPath }, 'the runner does not accept connections yet (CMP_OFFLOAD_RUNNER_SOCKET); jobs are fetched once it does');
+      log.warn({ runner: [...waiting].join(',') }, 'the runner does not accept connections yet (CMP_OFFLOAD_RUNNER_SOCKET); jobs are fetched once it does');
     }
     await new Promise(resolve => setTimeout(resolve, retryMs));
   }

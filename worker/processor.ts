@@ -52,6 +52,14 @@ export class InfraError extends Error {}
  */
 export class RunnerUnreachable extends InfraError {}
 
+/**
+ * The runner refused the request because another one runs there (an isolated runner runs one at
+ * a time): nothing ran. The runner client sends it again once a runner is free; after a few
+ * refusals the job goes back to the queue without using an attempt, and fetching goes on (the
+ * runner is up).
+ */
+export class RunnerBusy extends InfraError {}
+
 export interface ProcessorDeps {
   engine: Engine;
   execute: Execute;
@@ -282,6 +290,7 @@ export function createProcessor(deps: ProcessorDeps) {
         result = await deps.execute(req, tgzPath, ctx, sink);
       } catch (err) {
         if (shutdown) throw new Error('cmp-offload: worker shutting down');
+        if (err instanceof RunnerBusy) return await backToQueue(job, token, err.message);
         if (err instanceof RunnerUnreachable) {
           deps.runner?.unreachable();
           return await backToQueue(job, token, err.message);

@@ -8,6 +8,7 @@ import { knownTarball } from './known-tarball.js';
 import { memory } from './memory.js';
 import { monorepoStorm } from './monorepo-storm.js';
 import { queueOverhead } from './queue-overhead.js';
+import { runnerIsolation } from './runner-isolation.js';
 import { scaleOut } from './scale-out.js';
 import { split } from './split.js';
 import { stormLarge } from './storm-large.js';
@@ -16,4 +17,4 @@ import { traceOverhead } from './trace-overhead.js';
 import { traceOverheadReal } from './trace-overhead-real.js';
 
 /** Every scenario, in the order they run. Add a scenario by adding its module here. */
-export const SCENARIOS: Scenario[] = [ingest, knownTarball, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm, stormWholeRepo, generatePathsSkip, stormLarge, traceOverhead, traceOverheadReal];
+export const SCENARIOS: Scenario[] = [ingest, knownTarball, extract, split, queueOverhead, cacheHit, scaleOut, coldStart, memory, monorepoStorm, stormWholeRepo, generatePathsSkip, stormLarge, traceOverhead, traceOverheadReal, runnerIsolation];

@@ -31,7 +31,10 @@ export interface Options {
   execTimeoutMs: number;
   /** ARGOCD_EXEC_FATAL_TIMEOUT: SIGKILL this long after the SIGTERM. */
   execFatalTimeoutMs: number;
-  /** CMP_OFFLOAD_CONCURRENCY: plugin runs at once in this process. */
+  /**
+   * CMP_OFFLOAD_CONCURRENCY: plugin runs at once in this process. A worker with runners defaults
+   * to one per runner socket (an isolated runner runs one request at a time).
+   */
   concurrency: number;
   /**
    * CMP_OFFLOAD_PROXY_PROCESSES: processes serving the plugin socket (proxy). 1 is one process
@@ -101,6 +104,13 @@ export interface Options {
    * Undefined when unset: the worker and the runner refuse to start without it.
    */
   runnerSocket: string | undefined;
+  /**
+   * Every path of CMP_OFFLOAD_RUNNER_SOCKET (comma-separated: one runner container each; the
+   * worker gives each job a free one). Empty when unset or `in-process`; `runnerSocket` is the first.
+   */
+  runnerSockets: readonly string[];
+  /** The runner's own settings (worker/runner/isolation.ts). */
+  runner: RunnerOptions;
   /**
    * OpenTelemetry tracing, Argo CD's settings under the cmp-server's names: on when
    * ARGOCD_CMP_SERVER_OTLP_ADDRESS is set (proxy and worker), undefined (off) otherwise.
@@ -242,6 +252,22 @@ export const DEFAULT_SOCKET_DIR = '/home/argocd/cmp-server/plugins';
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
 
+export interface RunnerOptions {
+  /**
+   * CMP_OFFLOAD_RUNNER_ISOLATION: `isolated` (default): one request at a time, the runner alone
+   * in its PID namespace (it refuses to start otherwise), and after every run a sweep that kills
+   * every other process of the namespace and empties the reset dirs. `shared`: requests run at
+   * once and nothing is swept (development only: runs can see and outlive each other).
+   */
+  isolation: 'isolated' | 'shared';
+  /**
+   * CMP_OFFLOAD_RUNNER_RESET_DIRS: absolute dirs whose contents the sweep removes after every run
+   * (mount points inside them are kept), e.g. the runner's $HOME and /tmp emptyDirs. Only these
+   * and the work root: a dir the operator did not name is never wiped.
+   */
+  resetDirs: readonly string[];
+}
+
 export class OptionsError extends Error {}
 
 type Env = Record<string, string | undefined>;
@@ -258,6 +284,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
   const redis = redisOptions(env);
   // Checked in both modes (one configuration may serve both), used only where no plugin runs.
   const spoolKeepBytes = bytes(env, 'CMP_OFFLOAD_SPOOL_KEEP_BYTES', 256 * MiB, true);
+  const sockets = runnerSockets(env.CMP_OFFLOAD_RUNNER_SOCKET);
   const options: Options = {
     configDirPath: flags.configDirPath ?? DEFAULT_CONFIG_DIR,
     socketDir: env.ARGOCD_PLUGINSOCKFILEPATH || DEFAULT_SOCKET_DIR,
@@ -266,7 +293,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     askpassSocket: env.ARGOCD_ASK_PASS_SOCK || DEFAULT_ASKPASS_SOCKET,
     execTimeoutMs: argoDuration(env.ARGOCD_EXEC_TIMEOUT, 90_000),
     execFatalTimeoutMs: argoDuration(env.ARGOCD_EXEC_FATAL_TIMEOUT, 10_000),
-    concurrency: integer(env, 'CMP_OFFLOAD_CONCURRENCY', Math.max(1, os.availableParallelism()), 1),
+    concurrency: integer(env, 'CMP_OFFLOAD_CONCURRENCY', sockets.length > 0 ? sockets.length : Math.max(1, os.availableParallelism()), 1),
     proxyProcesses: integer(env, 'CMP_OFFLOAD_PROXY_PROCESSES', availableCpus(), 1),
     cache: {
       enabled: cacheSetting !== 'off',
@@ -296,7 +323,12 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     http: httpAddress(env.CMP_OFFLOAD_HTTP_ADDR || (flags.role ? DEFAULT_HTTP_ADDR[flags.role] : 'off')),
     dashboardToken: secretSetting(env, 'CMP_OFFLOAD_DASHBOARD_TOKEN', 'the dashboard token'),
     redis,
-    runnerSocket: runnerSocket(env.CMP_OFFLOAD_RUNNER_SOCKET),
+    runnerSocket: sockets[0] ?? (env.CMP_OFFLOAD_RUNNER_SOCKET === IN_PROCESS ? IN_PROCESS : undefined),
+    runnerSockets: sockets,
+    runner: {
+      isolation: oneOf(env, 'CMP_OFFLOAD_RUNNER_ISOLATION', ['isolated', 'shared'], 'isolated'),
+      resetDirs: resetDirs(env.CMP_OFFLOAD_RUNNER_RESET_DIRS),
+    },
     otlp: otlpOptions(env),
     keeper: keeperOptions(env),
   };
@@ -539,13 +571,28 @@ function sentinelPassword(env: Env): string | undefined {
 /** Longest unix socket path Linux accepts (sun_path is 108 bytes with its NUL). */
 const MAX_SOCKET_PATH_BYTES = 107;
 
-function runnerSocket(raw: string | undefined): string | undefined {
-  if (raw === undefined || raw === '') return undefined;
-  if (raw === IN_PROCESS) return raw;
-  if (!path.isAbsolute(raw) || Buffer.byteLength(raw) > MAX_SOCKET_PATH_BYTES || raw.includes('\0')) {
-    fail('CMP_OFFLOAD_RUNNER_SOCKET', raw, `an absolute socket path of at most ${MAX_SOCKET_PATH_BYTES} bytes, or ${IN_PROCESS}`);
+/** The runner socket paths (none for unset or `in-process`), each once. */
+function runnerSockets(raw: string | undefined): string[] {
+  if (raw === undefined || raw === '' || raw === IN_PROCESS) return [];
+  const paths = raw.split(',').map(s => s.trim());
+  const expected = `an absolute socket path of at most ${MAX_SOCKET_PATH_BYTES} bytes (or several, comma-separated: one per runner container), or ${IN_PROCESS}`;
+  for (const p of paths) {
+    if (!path.isAbsolute(p) || Buffer.byteLength(p) > MAX_SOCKET_PATH_BYTES || p.includes('\0')) fail('CMP_OFFLOAD_RUNNER_SOCKET', raw, expected);
   }
-  return path.normalize(raw);
+  const normalized = paths.map(p => path.normalize(p));
+  if (new Set(normalized).size !== normalized.length) fail('CMP_OFFLOAD_RUNNER_SOCKET', raw, `${expected}, each path once`);
+  return normalized;
+}
+
+/** CMP_OFFLOAD_RUNNER_RESET_DIRS: comma-separated absolute dirs, never `/` (see RunnerOptions). */
+function resetDirs(raw: string | undefined): string[] {
+  const dirs = list(raw);
+  for (const d of dirs) {
+    if (!path.isAbsolute(d) || path.normalize(d) === '/' || d.includes('\0')) {
+      fail('CMP_OFFLOAD_RUNNER_RESET_DIRS', raw!, 'comma-separated absolute directories other than /, such as /tmp,/home/argocd');
+    }
+  }
+  return [...new Set(dirs.map(d => path.normalize(d).replace(/\/$/, '')))];
 }
 
 /** `off`, `:9101`, `127.0.0.1:9101` or `[::1]:9101` (port 0 = any free port). */

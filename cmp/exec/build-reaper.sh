@@ -11,10 +11,11 @@ if ! ${CC:-cc} $flags -static -o "$out" cmp/exec/cmp-reap.c 2>/dev/null && ! ${C
   rm -f "$out"
   echo "cmp-offload: could not compile cmp/exec/cmp-reap.c (install gcc): plugin processes that leave their process group will not be killed" >&2
 fi
-# no-dump.node (cmp/exec/no-dump.c): keeps same-uid plugin commands out of the standalone proxy's memory.
+# no-dump.node (cmp/exec/no-dump.c): keeps same-uid plugin commands out of the memory of the
+# standalone proxy and of the runner.
 nodump=dist/cmp/exec/no-dump.node
 if ! ${CC:-cc} $flags -shared -fPIC -o "$nodump" cmp/exec/no-dump.c; then
   rm -f "$nodump"
-  echo "cmp-offload: could not compile cmp/exec/no-dump.c (install gcc): a standalone proxy's memory stays readable by its plugin commands where the kernel allows same-uid tracing" >&2
+  echo "cmp-offload: could not compile cmp/exec/no-dump.c (install gcc): the memory of a standalone proxy or a runner stays readable by its plugin commands where the kernel allows same-uid tracing" >&2
 fi
 exit 0

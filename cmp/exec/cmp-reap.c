@@ -4,6 +4,7 @@
  *
  *   cmp-reap FILE ARGV0 [ARG...]      (fd 3: the status channel to the server)
  *   cmp-reap --probe                  (exit 0 when it can work here)
+ *   cmp-reap --init FILE [ARG...]     (a container's PID 1: see init_main below)
  *
  * Why: the server (cmp/exec/run-command.ts) used to spawn the command as the leader of its own
  * process group and signal that group. A process that calls setsid() leaves the group and was
@@ -210,8 +211,61 @@ static int probe(void) {
   return 0;
 }
 
+/*
+ * --init: the runner container's PID 1 (README: Runner isolation). Node does not reap children it
+ * did not spawn, and every process a run leaves behind is reparented to PID 1 when its parent
+ * dies; so PID 1 must be an init. This one runs FILE ARG... as its only child, forwards the stop
+ * signals to it, reaps every zombie, and exits with the child's status once the child has exited:
+ * the kernel then kills whatever else is left in the PID namespace. Unlike tini it is not
+ * dumpable, so same-uid plugin code cannot ptrace PID 1 (which the runner's sweep never kills)
+ * to survive there (the runner makes its node process non-dumpable itself: cmp/exec/no-dump.c).
+ */
+static const int FORWARDED[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+static int init_main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: cmp-reap --init FILE [ARG...]\n");
+    return 2;
+  }
+  prctl(PR_SET_DUMPABLE, 0);
+  /* Not PID 1 (e.g. under another init): orphans still come to us. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  sigset_t caught, none;
+  sigemptyset(&caught);
+  sigemptyset(&none);
+  sigaddset(&caught, SIGCHLD);
+  for (size_t i = 0; i < COUNT(FORWARDED); i++) sigaddset(&caught, FORWARDED[i]);
+  sigprocmask(SIG_BLOCK, &caught, NULL);
+  int sfd = signalfd(-1, &caught, SFD_CLOEXEC);
+  if (sfd < 0) return perror("cmp-reap --init: signalfd"), 2;
+
+  pid_t child = fork();
+  if (child < 0) return perror("cmp-reap --init: fork"), 2;
+  if (child == 0) {
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (strchr(argv[2], '/')) execv(argv[2], argv + 2);
+    else execvp(argv[2], argv + 2);
+    fprintf(stderr, "cmp-reap --init: cannot run %s: %s\n", argv[2], strerror(errno));
+    _exit(127);
+  }
+  for (;;) {
+    struct signalfd_siginfo si;
+    ssize_t got = read(sfd, &si, sizeof si);
+    if (got != (ssize_t)sizeof si) continue;
+    if (si.ssi_signo != SIGCHLD) {
+      kill(child, (int)si.ssi_signo);
+      continue;
+    }
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+      if (pid == child) return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "--probe")) return probe();
+  if (argc >= 2 && !strcmp(argv[1], "--init")) return init_main(argc, argv);
   if (argc < 3 || fcntl(STATUS_FD, F_SETFD, FD_CLOEXEC) < 0) {
     fprintf(stderr, "usage: cmp-reap FILE ARGV0 [ARG...] (with the status channel on fd 3)\n");
     return 2;

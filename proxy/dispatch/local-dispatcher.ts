@@ -161,8 +161,13 @@ export class LocalDispatcher implements Dispatcher {
       throw err;
     } finally {
       run.finish();
-      metrics.concurrencyInUse.dec();
-      release();
+      // The slot stays taken until the run's last process is gone: a run still has processes
+      // that could tamper with the next one (run-watch.ts), so with CMP_OFFLOAD_CONCURRENCY=1
+      // no two runs overlap and every answer can be stored.
+      void run.ended.then(() => {
+        metrics.concurrencyInUse.dec();
+        release();
+      });
     }
   }
 

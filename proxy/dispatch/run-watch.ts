@@ -16,6 +16,8 @@ export interface WatchedRun {
    * or why not. The run still counts as in progress until every tree it started is gone.
    */
   finish(): Unstored | undefined;
+  /** Settles once the run has finished and every tree it started is gone. */
+  readonly ended: Promise<void>;
 }
 
 interface Mark {
@@ -25,6 +27,8 @@ interface Mark {
   running: boolean;
   /** Process trees started and not yet gone. */
   trees: number;
+  /** Resolves `ended`. */
+  end: () => void;
 }
 
 /**
@@ -53,7 +57,9 @@ export class RunWatch {
       metrics.strayPossible.set(0);
       this.log?.info('no stray plugin process is left in this PID namespace: answers are stored again');
     }
-    const mark: Mark = { overlapped: this.marks.size > 0, running: true, trees: 0 };
+    let end!: () => void;
+    const ended = new Promise<void>(resolve => (end = resolve));
+    const mark: Mark = { overlapped: this.marks.size > 0, running: true, trees: 0, end };
     for (const other of this.marks) if (other.running) other.overlapped = true;
     this.marks.add(mark);
     const trees: TreeWatch = {
@@ -66,6 +72,7 @@ export class RunWatch {
     };
     return {
       ctx: { ...ctx, trees },
+      ended,
       finish: () => {
         if (!mark.running) return undefined;
         mark.running = false;
@@ -76,7 +83,7 @@ export class RunWatch {
   }
 
   private settle(mark: Mark): void {
-    if (!mark.running && mark.trees === 0) this.marks.delete(mark);
+    if (!mark.running && mark.trees === 0 && this.marks.delete(mark)) mark.end();
   }
 
   private stray(): void {

@@ -14,7 +14,7 @@ import { scrape } from '../helpers/metrics.js';
 import { freePort } from '../helpers/redis-server.js';
 import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
-import { pluginWritableTempDir } from '../helpers/runner-process.js';
+import { hostPgid, pluginWritableTempDir } from '../helpers/runner-process.js';
 import { signalProxy, statFields } from '../helpers/process-tree.js';
 
 /**
@@ -38,16 +38,26 @@ const POLITE = 'echo $$ > $MARKER.pid; (sleep ${LATE:-3}; echo late > $MARKER.la
 // The grandchild does not hold the command's output: the answer follows the main process's death,
 // not the trap's two spawns (which, at load 13, took longer than the 100 ms buffer).
 const TERMED =
-  '(trap \\"date +%s%3N > $MARKER.t; mv $MARKER.t $MARKER.term; exit 0\\" TERM; echo $$ > $MARKER.p; mv $MARKER.p $MARKER.pid; sleep ${LATE:-3} & wait; echo late > $MARKER.late) >/dev/null 2>&1 & sleep 30';
+  '(trap \\"date +%s%3N > $MARKER.t; mv $MARKER.t $MARKER.term; exit 0\\" TERM; echo \\"$$ $(readlink /proc/self/ns/pid)\\" > $MARKER.p; mv $MARKER.p $MARKER.pid; sleep ${LATE:-3} & wait; echo late > $MARKER.late) >/dev/null 2>&1 & sleep 30';
 // A child that ignores SIGTERM holds the command's output open until SIGKILL.
-const HOLD = '(trap \\"\\" TERM; echo $$ > $MARKER.p; mv $MARKER.p $MARKER.pid; sleep 30) & sleep 30';
+const HOLD = '(trap \\"\\" TERM; echo \\"$$ $(readlink /proc/self/ns/pid)\\" > $MARKER.p; mv $MARKER.p $MARKER.pid; sleep 30) & sleep 30';
 
 function request(tgz: Buffer, marker: string, timeoutMs?: number, late = 3) {
   const env = [{ name: 'MARKER', value: marker }, { name: 'LATE', value: String(late) }];
   return { metadata: repoMetadata(tgz, { env }), chunks: chunksOf(tgz, 1024), timeoutMs };
 }
 
+/**
+ * The host id of the run's process group recorded in `<marker>.pid` (its id and PID namespace:
+ * an isolated runner's `$$` is its namespace's), from a live member; 0 once none is left.
+ */
+function pgidOf(marker: string): number {
+  const [pgid, ns] = fs.readFileSync(`${marker}.pid`, 'utf8').trim().split(' ');
+  return hostPgid(Number(pgid), ns!) ?? 0;
+}
+
 function groupAlive(pgid: number): boolean {
+  if (!(pgid > 0)) return false;
   try {
     process.kill(-pgid, 0);
     // A zombie group leader still answers kill(0); check for live members via /proc.
@@ -67,7 +77,7 @@ function groupAlive(pgid: number): boolean {
 }
 
 async function assertTreeDied(marker: string, lateSeconds = 3): Promise<void> {
-  const pgid = Number(fs.readFileSync(`${marker}.pid`, 'utf8'));
+  const pgid = pgidOf(marker);
   await eventually(() => !groupAlive(pgid), 10_000, `process group ${pgid} to die`);
   // The grandchild would have written the marker `lateSeconds` after start; wait past that.
   await new Promise(r => setTimeout(r, lateSeconds * 1000 + 500));
@@ -268,7 +278,7 @@ for (const mode of MODES) {
         stream.end();
         // The run has started (the upload is complete); only now does the caller give up.
         await eventually(() => fs.existsSync(`${marker}.pid`), 15_000, 'the plugin run to start');
-        const pgid = Number(fs.readFileSync(`${marker}.pid`, 'utf8'));
+        const pgid = pgidOf(marker);
         const cancelledAt = Date.now();
         stream.cancel();
         await eventually(() => ended !== undefined, 5_000, 'the call to end');
@@ -295,7 +305,7 @@ for (const mode of MODES) {
       assert.ok('status' in res, JSON.stringify(res));
       assert.deepEqual([res.status, res.message], [Status.DEADLINE_EXCEEDED, GRPC_JS_DEADLINE_TEXT], 'grpc-js answered at the deadline: our code had no answer yet');
       assert.ok(res.ms >= timeoutMs, `answered after ${res.ms} ms, before the ${timeoutMs} ms deadline`);
-      const pgid = Number(fs.readFileSync(`${marker}.pid`, 'utf8'));
+      const pgid = pgidOf(marker);
       assert.ok(groupAlive(pgid), 'the holding child got SIGTERM only, not yet SIGKILL');
       await eventually(() => !groupAlive(pgid), 12_000, `process group ${pgid} to be SIGKILLed`);
       assert.ok(Date.now() - answeredAt > 3_000, `the group died ${Date.now() - answeredAt} ms after the deadline, before its 5 s of SIGTERM grace`);

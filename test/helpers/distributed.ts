@@ -19,6 +19,8 @@ export interface DistributedOptions {
   workerPluginYaml?: string;
   /** A different plugin.yaml for the workers' runners (worker/runner skew tests). */
   runnerPluginYaml?: string;
+  /** Runner containers per worker (default: its CMP_OFFLOAD_CONCURRENCY, see worker-process.ts). */
+  runners?: number;
   /** Where the workers run plugin commands: their runner (default) or `in-process`. */
   workerRunner?: 'process' | 'in-process';
   /** Start Redis with this password (requirepass); the URL every process gets carries it. */
@@ -68,6 +70,7 @@ export async function startDistributed(opts: DistributedOptions): Promise<Distri
       pluginYaml: opts.workerPluginYaml ?? opts.pluginYaml,
       runnerPluginYaml: opts.runnerPluginYaml,
       ...(opts.workerRunner ? { runner: opts.workerRunner } : {}),
+      ...(opts.runners ? { runners: opts.runners } : {}),
       env: { ...env, ...opts.workerEnv, ...extra },
       files: opts.files,
     });

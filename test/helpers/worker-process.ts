@@ -12,8 +12,10 @@ export interface WorkerProcess {
    * runner's, or the worker's own when it runs them in-process).
    */
   base: string;
-  /** Its runner (default), else undefined. */
+  /** Its (first) runner (default), else undefined. */
   runner: RunnerProcess | undefined;
+  /** All its runners (one per CMP_OFFLOAD_CONCURRENCY when runners are isolated; see `runners`). */
+  runners: RunnerProcess[];
   /** Start a runner again in the same dirs after `runner.kill()` (a restarted container). */
   restartRunner(): Promise<RunnerProcess>;
   /** Everything the process wrote to stderr (its JSON log lines) so far. */
@@ -38,6 +40,11 @@ export interface WorkerStartOptions {
   runner?: 'process' | 'in-process' | 'unset';
   /** A different plugin.yaml for the runner (skew tests). */
   runnerPluginYaml?: string;
+  /**
+   * Runner containers (sockets) of the pod: default CMP_OFFLOAD_CONCURRENCY of `env` (or 1),
+   * as an isolated runner runs one request at a time.
+   */
+  runners?: number;
 }
 
 /**
@@ -56,44 +63,57 @@ export async function startWorker(opts: WorkerStartOptions): Promise<WorkerProce
   for (const [name, text] of Object.entries(opts.files ?? {})) fs.writeFileSync(path.join(configDir, name), text);
   const testEnv = { ...process.env, ARGOCD_CMP_SERVER_LOGLEVEL: 'info', ...opts.env };
 
-  let dirs: RunnerDirs | undefined;
+  const runnerCount = mode === 'process' ? (opts.runners ?? (Number((testEnv as Record<string, string | undefined>).CMP_OFFLOAD_CONCURRENCY) || 1)) : 0;
+  const allDirs: RunnerDirs[] = [];
   try {
-    dirs = mode === 'process' ? runnerDirs(base, opts.runnerPluginYaml ?? opts.pluginYaml, opts.files) : undefined;
+    const yaml = opts.runnerPluginYaml ?? opts.pluginYaml;
+    for (let i = 0; i < runnerCount; i++) {
+      const at = i === 0 ? base : path.join(base, `runner-${i}`);
+      fs.mkdirSync(at, { recursive: true });
+      allDirs.push(runnerDirs(at, yaml, opts.files));
+    }
   } catch (err) {
     cleanup();
     throw err;
   }
-  const runnerSetting = dirs ? { CMP_OFFLOAD_RUNNER_SOCKET: dirs.socketPath } : mode === 'in-process' ? { CMP_OFFLOAD_RUNNER_SOCKET: 'in-process' } : {};
-  // Both at once, as the containers of a pod start: the worker fetches jobs once its runner listens.
+  const dirs = allDirs[0];
+  const runnerSetting = dirs
+    ? { CMP_OFFLOAD_RUNNER_SOCKET: allDirs.map(d => d.socketPath).join(',') }
+    : mode === 'in-process'
+      ? { CMP_OFFLOAD_RUNNER_SOCKET: 'in-process' }
+      : {};
+  // All at once, as the containers of a pod start: the worker fetches jobs once its runners listen.
   const giveUp = new AbortController();
-  const starting = [
-    dirs ? startRunner(dirs, testEnv, giveUp.signal) : Promise.resolve(undefined),
-    spawnService(['worker', '--config-dir-path', configDir], { ...testEnv, ARGOCD_CMP_WORKDIR: workDir, ...runnerSetting }, 'worker ready', undefined, giveUp.signal),
-  ] as const;
-  // One failing to start stops the other at once (the worker would wait for a runner that never comes).
-  for (const p of starting) p.catch(() => giveUp.abort());
-  const [r, w] = await Promise.allSettled(starting);
-  if (r.status === 'rejected' || w.status === 'rejected') {
-    if (r.status === 'fulfilled') await r.value?.kill();
+  const runnersStarting = allDirs.map(d => startRunner(d, testEnv, giveUp.signal));
+  const workerStarting = spawnService(['worker', '--config-dir-path', configDir], { ...testEnv, ARGOCD_CMP_WORKDIR: workDir, ...runnerSetting }, 'worker ready', undefined, giveUp.signal);
+  // One failing to start stops the others at once (the worker would wait for a runner that never comes).
+  for (const p of [...runnersStarting, workerStarting]) p.catch(() => giveUp.abort());
+  const rs = await Promise.allSettled(runnersStarting);
+  const [w] = await Promise.allSettled([workerStarting]);
+  const failed = [...rs, w].find((x): x is PromiseRejectedResult => x.status === 'rejected');
+  if (failed) {
+    for (const r of rs) if (r.status === 'fulfilled') await r.value.kill();
     if (w.status === 'fulfilled') await killProcess(w.value.proc, w.value.exited);
     cleanup();
-    throw r.status === 'rejected' ? r.reason : (w as PromiseRejectedResult).reason;
+    throw failed.reason;
   }
-  const runner: RunnerProcess | undefined = r.value;
-  const worker = w.value;
+  const runners = rs.map(r => (r as PromiseFulfilledResult<RunnerProcess>).value);
+  const worker = (w as PromiseFulfilledResult<Awaited<typeof workerStarting>>).value;
   const { proc, exited } = worker;
   const handle: WorkerProcess = {
     proc,
     base,
-    runner,
+    runner: runners[0],
+    runners,
     async restartRunner() {
       handle.runner = await startRunner(dirs!, testEnv);
+      handle.runners[0] = handle.runner;
       return handle.runner;
     },
     stderr: worker.stderr,
     exited,
     async stop(timeoutMs = 15_000) {
-      const [code] = await Promise.all([stopChild(proc, timeoutMs), handle.runner?.stop(timeoutMs)]);
+      const [code] = await Promise.all([stopChild(proc, timeoutMs), ...handle.runners.map(r => r.stop(timeoutMs))]);
       cleanup();
       return code;
     },
@@ -101,7 +121,7 @@ export async function startWorker(opts: WorkerStartOptions): Promise<WorkerProce
       // The worker first: a runner dying under a live worker is a retried attempt, not the stall of a
       // crashed pod (in a pod both go at once; the worker usually notices nothing before it dies).
       await killProcess(proc, exited);
-      await handle.runner?.kill();
+      await Promise.all(handle.runners.map(r => r.kill()));
       cleanup();
     },
   };

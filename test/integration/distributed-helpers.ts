@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import assert from 'node:assert/strict';
 import { after, before } from 'node:test';
+import { hostPid } from '../helpers/runner-process.js';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { EnvEntry } from '../../proto/generated/cmpserver/plugin/plugin.js';
@@ -23,7 +24,7 @@ export function markerPlugin(name: string): string {
   args:
     - |
       echo "$ARGOCD_CMP_WORKDIR $ARGOCD_ENV_TAG" >> "$MARKERS/starts"
-      echo "$$ $ARGOCD_ENV_TAG" >> "$MARKERS/pids"
+      echo "$$ $(readlink /proc/self/ns/pid) $ARGOCD_ENV_TAG" >> "$MARKERS/pids"
       if [ -n "$ARGOCD_ENV_WAIT" ]; then while [ ! -e "$MARKERS/$ARGOCD_ENV_WAIT" ]; do sleep 0.05; done; fi
       sleep "\${ARGOCD_ENV_SLEEP:-0}"
       if [ -n "$ARGOCD_ENV_FAIL" ]; then echo "it broke: $ARGOCD_ENV_FAIL" >&2; exit 3; fi
@@ -43,11 +44,18 @@ export function startsOf(markers: string, tag: string): string[] {
     .map(l => l.slice(0, -tag.length - 1));
 }
 
-/** Pids of the runs started for a tag (each the leader of its run's process group). */
+/**
+ * Host pids of the runs started for a tag (each the leader of its run's process group), as long
+ * as they run (an isolated runner's run writes its pid in its own PID namespace); -1 for a run
+ * that is gone.
+ */
 export function pidsOf(markers: string, tag: string): number[] {
   return lines(path.join(markers, 'pids'))
     .filter(l => l.endsWith(` ${tag}`))
-    .map(l => Number(l.slice(0, -tag.length - 1)));
+    .map(l => {
+      const [pid, ns] = l.slice(0, -tag.length - 1).split(' ');
+      return hostPid(Number(pid), ns!) ?? -1;
+    });
 }
 
 /** Whether process group `pgid` still has a member (signal 0 to the group). */

@@ -10,10 +10,11 @@ import { groupAlive } from '../../cmp/exec/process-groups.js';
 import { startDistributed, TEST_SIGNING_KEY, type Distributed } from '../helpers/distributed.js';
 import { openCmpClient, repoMetadata, chunksOf, type CmpTestClient, type RpcOutcome } from '../helpers/grpc-client.js';
 import { BIN } from '../helpers/paths.js';
+import { statFields } from '../helpers/process-tree.js';
 import { startProxy, type ProxyProcess } from '../helpers/proxy-process.js';
 import { freePort } from '../helpers/redis-server.js';
 import { tarballOf } from '../helpers/repo.js';
-import { pluginWritableTempDir, runnerDirs, RUNNER_UID, startRunner } from '../helpers/runner-process.js';
+import { askRunnerAtOnce, hostPid, pluginWritableTempDir, runnerDirs, RUNNER_UID, startRunner } from '../helpers/runner-process.js';
 import { startWorker } from '../helpers/worker-process.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { lines, until } from './distributed-helpers.js';
@@ -44,7 +45,7 @@ const SPEC = `generate:
   command: [sh, -c]
   args:
     - |
-      echo $$ >> "$MARKERS/$ARGOCD_ENV_TAG.runs"
+      echo "$$ $(readlink /proc/self/ns/pid)" >> "$MARKERS/$ARGOCD_ENV_TAG.runs"
       case "$ARGOCD_ENV_MODE" in
         fail) echo "it broke" >&2; exit 1;;
         sleep) sleep 30;;
@@ -69,8 +70,17 @@ function call(tgz: Buffer, env: Record<string, string>, timeoutMs = 20_000) {
   return { metadata: repoMetadata(tgz, { env: entries }), chunks: chunksOf(tgz, 1024), timeoutMs };
 }
 
+/** The host pids of a tag's runs while they run (-1 once gone): an isolated runner's `$$` is its namespace's. */
 function runsOf(tag: string): number[] {
-  return lines(path.join(markers, `${tag}.runs`)).map(Number);
+  return lines(path.join(markers, `${tag}.runs`)).map(l => {
+    const [pid, ns] = l.split(' ');
+    return hostPid(Number(pid), ns!) ?? -1;
+  });
+}
+
+/** The process group (host pgid) of a running process. */
+function groupOf(pid: number): number {
+  return Number(statFields(fs.readFileSync(`/proc/${pid}/stat`, 'latin1'))[2]);
 }
 
 async function getReady(port: number): Promise<{ status: number; text: string }> {
@@ -144,13 +154,15 @@ describe('distributed mode through runners', () => {
 
   test('a caller deadline kills the run\'s process group in the runner', async () => {
     const started = Date.now();
-    const outcome = await client.generate(call(tgz, { TAG: 'cancel', MODE: 'sleep' }, 1_000));
+    const pending = client.generate(call(tgz, { TAG: 'cancel', MODE: 'sleep' }, 1_000));
+    await until(() => runsOf('cancel').length === 1, 1_000, 'the run to start');
+    const pgid = groupOf(runsOf('cancel')[0]!);
+    assert.ok(groupAlive(pgid), 'the run is going on');
+    const outcome = await pending;
     assert.ok('code' in outcome, JSON.stringify(outcome));
     assert.ok(Date.now() - started < 2_000, 'the answer does not wait for the plugin');
-    const [pgid] = runsOf('cancel');
-    assert.ok(pgid);
     // Before ARGOCD_EXEC_TIMEOUT (4 s) could have done it.
-    await until(() => !groupAlive(pgid), 3_000 - (Date.now() - started), 'the group to be killed by the cancel');
+    await until(() => !groupAlive(pgid!), 3_000 - (Date.now() - started), 'the group to be killed by the cancel');
   });
 
   test('a runner killed mid-job: readyz says so, the job is retried and answered once a runner is back', async () => {
@@ -203,10 +215,11 @@ describe('distributed mode through runners', () => {
     const w = d.workers[0]!;
     const pending = client.generate(call(tgz, { TAG: 'shutdown', MODE: 'sleep' }, 20_000));
     await until(() => runsOf('shutdown').length === 1, 5_000, 'the run to start');
+    const pgid = groupOf(runsOf('shutdown')[0]!);
+    assert.ok(groupAlive(pgid), 'the run is going on');
     const started = Date.now();
     w.proc.kill('SIGTERM');
     assert.equal(await w.exited, 0);
-    const [pgid] = runsOf('shutdown');
     // Grace 1 s, then the cancel; well before the 4 s exec timeout.
     await until(() => !groupAlive(pgid!), 3_000 - (Date.now() - started), 'the group to be killed');
     const runner = w.runner!;
@@ -500,27 +513,6 @@ test('the runner refuses to start with credentials in its env; the worker refuse
 });
 
 /** Send `bytes` to a runner in one write; the frames it answers with, once it closes. */
-async function askRunnerAtOnce(socketPath: string, bytes: Buffer, onAnswer?: () => void): Promise<{ type: number; payload: string }[]> {
-  const socket = net.createConnection(socketPath);
-  const got: Buffer[] = [];
-  socket.on('connect', () => socket.write(bytes));
-  socket.on('data', (chunk: Buffer) => {
-    if (got.length === 0) onAnswer?.();
-    got.push(chunk);
-  });
-  await new Promise<void>((resolve, reject) => {
-    socket.once('close', () => resolve());
-    socket.once('error', reject);
-  });
-  const frames = [];
-  for (let all = Buffer.concat(got); all.length >= 5; ) {
-    const end = 5 + all.readUInt32BE(1);
-    frames.push({ type: all.readUInt8(0), payload: all.subarray(5, end).toString('utf8') });
-    all = all.subarray(end);
-  }
-  return frames;
-}
-
 // A worker writes the header, then the tarball; a runner slow to read (a busy node) gets both
 // in one read. The runner once checked every frame of a read before handling the header, so
 // it refused the DATA frame as unexpected and hung up: the job was retried, and failed with

@@ -10,11 +10,12 @@ import type { GitCredsSource, PluginRequest } from '../../cmp/plugin/request.js'
 import { currentTrace, noteExecFailure } from '../../cmp/observe/request-trace.js';
 import { observeStage } from '../../cmp/observe/metrics.js';
 import type { EncodedResult } from '../../cmp/queue/result-store.js';
-import { InfraError, RunnerUnreachable, type Execute } from '../processor.js';
+import { InfraError, RunnerBusy, RunnerUnreachable, type Execute } from '../processor.js';
 import { AnswerDecoder, decoderHeapMb } from './answer-decoder.js';
 import { AskpassError } from '../../cmp/askpass/askpass-error.js';
 import {
   answerFrameMax,
+  BUSY_FRAME_MAX,
   CREDS_FRAME_MAX,
   DATA_FRAME_SEND,
   encodeFrame,
@@ -28,8 +29,10 @@ import {
 } from './protocol.js';
 
 export interface RunnerClientOptions {
-  /** CMP_OFFLOAD_RUNNER_SOCKET */
-  socketPath: string;
+  /** CMP_OFFLOAD_RUNNER_SOCKET: one path per runner (container); each request takes the least busy. */
+  socketPaths: readonly string[];
+  /** CMP_OFFLOAD_CONCURRENCY: requests at once over all the runners. */
+  concurrency: number;
   /** `pluginSpecDigest` of the worker's plugin.yaml. */
   specDigest: string;
   /** CMP_OFFLOAD_MAX_OUTPUT_BYTES: bounds the answer frame (protocol.ts) and its manifests. */
@@ -78,17 +81,93 @@ export function answerBudget(opts: Pick<RunnerClientOptions, 'execTimeoutMs' | '
  */
 export function runnerExecute(opts: RunnerClientOptions): Execute {
   const decoder = new AnswerDecoder(decoderHeapMb(answerFrameMax(opts.outputBytes)));
+  const pool = new RunnerPool(opts.socketPaths, opts.concurrency);
+  let warnedBusy = false;
   return async (req, tgzPath, ctx, sink) => {
-    try {
-      return await callRunner(opts, decoder, req, tgzPath, ctx, sink);
-    } catch (err) {
-      if (err instanceof InfraError) opts.log.warn({ runner: opts.socketPath, kind: req.kind, err: err.message }, 'runner request failed');
-      throw err;
+    for (let refused = 0; ; refused++) {
+      const socketPath = await pool.take(ctx.signal);
+      try {
+        return await callRunner({ ...opts, socketPath }, decoder, req, tgzPath, ctx, sink);
+      } catch (err) {
+        if (err instanceof RunnerBusy && !ctx.signal.aborted) {
+          // An isolated runner: from now on one request at a time there; this one waits for a free runner.
+          pool.oneAtATime(socketPath);
+          if (!warnedBusy && opts.concurrency > opts.socketPaths.length) {
+            warnedBusy = true;
+            opts.log.warn(
+              { concurrency: opts.concurrency, runners: opts.socketPaths.length },
+              'CMP_OFFLOAD_CONCURRENCY exceeds the number of runner sockets (CMP_OFFLOAD_RUNNER_SOCKET) and an isolated runner runs one request at a time: the extra jobs wait here for a free runner; give each job a runner',
+            );
+          }
+          if (refused < BUSY_RETRIES) continue;
+        }
+        if (err instanceof InfraError) opts.log.warn({ runner: socketPath, kind: req.kind, err: err.message }, 'runner request failed');
+        throw err;
+      } finally {
+        pool.give(socketPath);
+      }
     }
   };
 }
 
-async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
+/**
+ * How often a request refused with BUSY (nothing ran) is sent again, each time once a runner is
+ * free here; then it goes back to the queue (something else holds the runner: another worker
+ * sharing its socket).
+ */
+const BUSY_RETRIES = 3;
+
+/**
+ * The runner sockets and the requests each has under way: a request takes one with the fewest,
+ * below its capacity, or waits for one. The capacity starts at CMP_OFFLOAD_CONCURRENCY spread over
+ * the runners (a shared runner takes several at once) and drops to one at a runner's first BUSY
+ * (an isolated runner runs one at a time).
+ */
+export class RunnerPool {
+  private readonly busy: Map<string, number>;
+  private readonly capacity: Map<string, number>;
+  private readonly waiting: (() => void)[] = [];
+  constructor(paths: readonly string[], concurrency = paths.length) {
+    if (paths.length === 0) throw new Error('no runner socket');
+    this.busy = new Map(paths.map(p => [p, 0]));
+    const each = Math.max(1, Math.ceil(concurrency / paths.length));
+    this.capacity = new Map(paths.map(p => [p, each]));
+  }
+  /** A runner for one request, once one is free (rejects when `signal` aborts first). */
+  async take(signal?: AbortSignal): Promise<string> {
+    for (;;) {
+      let best: string | undefined;
+      for (const [p, n] of this.busy) if (n < this.capacity.get(p)! && (best === undefined || n < this.busy.get(best)!)) best = p;
+      if (best !== undefined) {
+        this.busy.set(best, this.busy.get(best)! + 1);
+        return best;
+      }
+      signal?.throwIfAborted();
+      await new Promise<void>((resolve, reject) => {
+        const onAbort = () => {
+          const i = this.waiting.indexOf(wake);
+          if (i >= 0) this.waiting.splice(i, 1);
+          reject(signal!.reason as Error);
+        };
+        const wake = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        };
+        this.waiting.push(wake);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    }
+  }
+  give(p: string): void {
+    this.busy.set(p, Math.max(0, (this.busy.get(p) ?? 1) - 1));
+    this.waiting.shift()?.();
+  }
+  oneAtATime(p: string): void {
+    this.capacity.set(p, 1);
+  }
+}
+
+async function callRunner(opts: RunnerClientOptions & { socketPath: string }, decoder: AnswerDecoder, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
   // A small tarball (the common case) is read at once and goes with the header in one write: no
   // file stream, one wake-up of the runner. A larger one streams in DATA frames.
   const stat = await fs.promises.stat(tgzPath);
@@ -108,7 +187,9 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
   // Started while the runner works: ready by the time its answer comes.
   decoder.warm();
   const answerMax = answerFrameMax(opts.outputBytes);
-  const reader = new FrameReader(type => (type === FrameType.ANSWER ? answerMax : type === FrameType.CREDS && req.gitCreds ? CREDS_FRAME_MAX : undefined));
+  const reader = new FrameReader(type =>
+    type === FrameType.ANSWER ? answerMax : type === FrameType.CREDS && req.gitCreds ? CREDS_FRAME_MAX : type === FrameType.BUSY ? BUSY_FRAME_MAX : undefined,
+  );
   const grace = cancelGraceMs(opts);
   const budget = answerBudget(opts, ctx.deadline);
 
@@ -184,6 +265,10 @@ async function callRunner(opts: RunnerClientOptions, decoder: AnswerDecoder, req
         return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: ${(err as Error).message}`));
       }
       if (!frame) return;
+      if (frame.type === FrameType.BUSY) {
+        // Not plugin output, and nothing ran: the job goes back to the queue (see the processor).
+        return finish(ctx.signal.aborted ? (ctx.signal.reason as Error) : new RunnerBusy(`cmp-offload: runner at ${opts.socketPath} is running another request`));
+      }
       if (reader.pending() > 0) {
         return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: more than one answer`));
       }

@@ -30,6 +30,18 @@ export interface ConnectionDeps {
   /** `pluginSpecDigest` of this runner's plugin.yaml. */
   specDigest: string;
   log: Logger;
+  /**
+   * Isolation (serve.ts): whether this connection may run now. False while another request runs
+   * on an isolated runner: the connection is then refused with a BUSY frame.
+   */
+  claim?(conn: RunnerConnection): boolean;
+  /**
+   * After the claimed connection's run and its answer: the run's own kill sequences end, then the
+   * sweep (isolation.ts); the runner takes no other request until it is done.
+   */
+  afterRun?(conn: RunnerConnection): Promise<void>;
+  /** The duration of the last sweep (ms), reported with the next answer as stage `sweep`. */
+  lastSweepMs?(): number | undefined;
 }
 
 /**
@@ -127,6 +139,14 @@ export class RunnerConnection {
   private onHeader(h: RunnerRequest): void {
     this.header = h;
     const { engine, specDigest } = this.deps;
+    if (this.deps.claim && !this.deps.claim(this)) {
+      // Not plugin output: the worker puts the job back in the queue (its view of this runner was wrong).
+      this.done = true;
+      this.deps.log.warn('runner request refused: another request is running here (CMP_OFFLOAD_RUNNER_ISOLATION=isolated runs one at a time)');
+      this.socket.end(encodeFrame(FrameType.BUSY, JSON.stringify({ reason: 'another request is running on this runner' })));
+      this.socket.resume();
+      return;
+    }
     if (h.specDigest !== specDigest) {
       this.deps.log.error({ worker: h.specDigest, runner: specDigest }, 'plugin spec mismatch between worker and runner, request refused');
       return this.answer(failure(ourError('runnerSkew', h.specDigest, specDigest)));
@@ -205,11 +225,17 @@ export class RunnerConnection {
       answer = failure(err);
     }
     answer.stages = trace.stagesMs;
+    const swept = this.deps.lastSweepMs?.();
+    if (swept !== undefined) answer.stages = { ...answer.stages, sweep: swept };
     answer.spans = trace.stageSpans.map(sp => [sp.name, sp.startMs, sp.endMs, sp.attributes?.['cmp.command'] ?? '', sp.attributes?.['cmp.step'] ?? '']);
-    this.running = false;
     // The tarball goes before the answer: once the worker has it, nothing of this request is on disk.
     await this.removeTarball();
     this.answer(answer);
+    // Isolation: nothing of the run stays alive or on disk for the next one. In the same tick as the
+    // answer, so that the worker's next request waits for the sweep rather than finding us busy;
+    // still `running` meanwhile, so that a hang-up does not end the request (and a shutdown) early.
+    await this.deps.afterRun?.(this);
+    this.running = false;
     await this.cleanUp();
   }
 

@@ -10,6 +10,9 @@ import { constants as bufferConstants } from 'node:buffer';
  *                    CREDS_ANSWER  JSON `CredsAnswer`, one per CREDS frame (git credentials requests only)
  *   runner → worker  CREDS         JSON `{id}`: git asked the run's askpass; any number before the ANSWER
  *                    ANSWER        JSON `RunnerAnswer`, once; then the runner closes the connection
+ *                    BUSY          JSON `{reason}`, instead of any other frame, in answer to the HEADER:
+ *                                  another request runs on this (isolated) runner; nothing ran,
+ *                                  the runner closes the connection
  *
  * Closing the connection before the answer means `canceled` to the runner. The worker trusts
  * nothing from the runner (plugin code runs with the runner's uid and could replace it): every
@@ -17,7 +20,7 @@ import { constants as bufferConstants } from 'node:buffer';
  */
 export const RUNNER_PROTOCOL_VERSION = 1;
 
-export const FrameType = { HEADER: 1, DATA: 2, CANCEL: 3, ANSWER: 4, CREDS: 5, CREDS_ANSWER: 6 } as const;
+export const FrameType = { HEADER: 1, DATA: 2, CANCEL: 3, ANSWER: 4, CREDS: 5, CREDS_ANSWER: 6, BUSY: 7 } as const;
 export type FrameType = (typeof FrameType)[keyof typeof FrameType];
 
 export const FRAME_PREFIX_BYTES = 5;
@@ -26,6 +29,7 @@ export const DATA_FRAME_SEND = 256 * 1024;
 export const DATA_FRAME_MAX = 1024 * 1024;
 export const CANCEL_FRAME_MAX = 256;
 export const CREDS_FRAME_MAX = 256;
+export const BUSY_FRAME_MAX = 256;
 /** A username and a password (a token, at most a few KiB) with their JSON. */
 export const CREDS_ANSWER_FRAME_MAX = 64 * 1024;
 /** Paths the read recorder may report: one relative path per entry, at most PATH_MAX bytes. */

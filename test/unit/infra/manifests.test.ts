@@ -220,12 +220,18 @@ test('the worker pod is locked down: non-root 999, no privilege escalation, read
   assert.equal(compileOptions({ ...envOf(c), CMP_OFFLOAD_SIGNING_KEY_FILE: '' }).configDirPath, DEFAULT_CONFIG_DIR);
 });
 
-test('the runner container holds no credential, shares only the socket with the worker and sees no other PID', () => {
+test('each runner container holds no credential, shares only its own socket with the worker, sees no other PID and runs isolated under cmp-reap --init', () => {
   const spec = worker().spec.template.spec;
-  const [w, r] = spec.containers as [Obj, Obj];
-  assert.equal(spec.containers.length, 2);
-  assert.equal(r.name, 'runner');
+  const [w, ...runners] = spec.containers as [Obj, ...Obj[]];
+  assert.deepEqual(runners.map(r => r.name), ['runner', 'runner-2']);
+  const wo0 = compileOptions({ ...envOf(w), CMP_OFFLOAD_SIGNING_KEY_FILE: '' }, { role: 'worker' });
+  assert.equal(wo0.runnerSockets.length, runners.length, 'the worker lists one socket per runner container');
+  assert.equal(wo0.concurrency, runners.length, 'one run at a time per runner');
+  runners.forEach((r, i) => {
   assert.deepEqual(r.args, ['runner']);
+  assert.deepEqual(r.command, ['/app/dist/cmp/exec/cmp-reap', '--init', 'node', '--max-semi-space-size=16', '/app/bin/cmp-offload'], 'PID 1 is the non-dumpable init');
+  assert.equal(compileOptions(envOf(r), { role: 'runner' }).runner.isolation, 'isolated');
+  assert.deepEqual(compileOptions(envOf(r), { role: 'runner' }).runner.resetDirs, ['/tmp', '/home/argocd'], 'what a run can write is emptied after it');
   assert.equal(r.image, w.image, 'one image serves both containers');
   assert.notEqual(spec.shareProcessNamespace, true, 'a shared PID namespace would expose /proc/<worker>/environ');
   // No credential by env (inline or from a Secret) nor by volume.
@@ -243,13 +249,14 @@ test('the runner container holds no credential, shares only the socket with the 
   // Shared with the worker: the socket emptyDir, and the plugin.yaml both must read alike.
   const workerVolumes = new Set(w.volumeMounts.map((m: Obj) => m.name));
   const shared = r.volumeMounts.filter((m: Obj) => workerVolumes.has(m.name)).map((m: Obj) => m.name).sort();
-  assert.deepEqual(shared, ['plugin-config', 'runner-socket']);
+  const socketVolume = i === 0 ? 'runner-socket' : `runner-socket-${i + 1}`;
+  assert.deepEqual(shared, ['plugin-config', socketVolume].sort());
   assert.ok(volume('plugin-config').configMap, 'the shared config is a ConfigMap (read-only)');
-  assert.ok(volume('runner-socket').emptyDir);
+  assert.ok(volume(socketVolume).emptyDir);
   const socket = compileOptions(envOf(r), { role: 'runner' }).runnerSocket!;
-  assert.equal(compileOptions({ ...envOf(w), CMP_OFFLOAD_SIGNING_KEY_FILE: '' }, { role: 'worker' }).runnerSocket, socket, 'both use one socket path');
+  assert.equal(wo0.runnerSockets[i], socket, 'both use one socket path');
   for (const c of [w, r]) {
-    const mount = c.volumeMounts.find((m: Obj) => m.name === 'runner-socket');
+    const mount = c.volumeMounts.find((m: Obj) => m.name === socketVolume);
     assert.equal(path.dirname(socket), mount.mountPath, `${c.name}: the socket lives in the shared volume`);
     assert.equal(c.volumeMounts.find((m: Obj) => m.name === 'plugin-config').mountPath, `${DEFAULT_CONFIG_DIR}/plugin.yaml`);
   }
@@ -269,6 +276,10 @@ test('the runner container holds no credential, shares only the socket with the 
   const wo = compileOptions({ ...envOf(w), CMP_OFFLOAD_SIGNING_KEY_FILE: '' }, { role: 'worker' });
   assert.deepEqual([ro.shutdownGraceMs, ro.execTimeoutMs, ro.execFatalTimeoutMs], [wo.shutdownGraceMs, wo.execTimeoutMs, wo.execFatalTimeoutMs]);
   assert.equal(ro.http, undefined, 'the runner listens on no port');
+  });
+  // No volume but the plugin config is mounted in two runners: a run cannot reach another runner's files.
+  const mounted = runners.flatMap(r => r.volumeMounts.map((m: Obj) => m.name)).filter((n: string) => n !== 'plugin-config');
+  assert.equal(new Set(mounted).size, mounted.length);
 });
 
 test('where plugin commands run (runner, sidecar), the traced cache\'s recorder keeps working under RuntimeDefault and the restricted Pod Security Standard', () => {
