@@ -1,0 +1,400 @@
+/**
+ * Ways for plugin code to learn something about a repository file, for the traced cache's
+ * adversarial suites (test/security/read-techniques.test.ts, read-differential.test.ts).
+ *
+ * Each technique is a program run as the plugin's generate command in `apps/<name>/` of a tiny
+ * repository; what it learns ends up in its output (`out: ...`). The repository is shown to it
+ * in three states (`state(0..2)`) that differ only in what the technique reads, so a fresh run
+ * answers differently in each: a traced cache that did not record the read answers the second
+ * or third state from the first one's entry.
+ *
+ * Programs get `$KIT` (the directory of the programs, outside the repository) and `$T` (a
+ * scratch directory every plugin uid may write, shared by the runs of one test file).
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export interface Technique {
+  /** Also the app name (`apps/<name>`). */
+  name: string;
+  /** What the program does, for the report. */
+  what: string;
+  lang: 'sh' | 'py' | 'c';
+  /** The program: sh or python 3 script body, or a C source file. */
+  code: string;
+  /** Repository files of state 0..2 besides the app dir's own marker (path → content); default `shared/x` = `v<n>`. */
+  state?: (n: number) => Tree;
+  /** Why the technique cannot work in distributed mode (the runner's uid lacks what it needs). */
+  standaloneOnly?: string;
+}
+
+/** A file's content, or an executable file, or a symlink. */
+export type Entry = string | { exec: string } | { symlink: string };
+export type Tree = Record<string, Entry>;
+
+const shared = (n: number): Tree => ({ 'shared/x': `v${n}\n` });
+
+/** Python: a libc handle and what raw syscalls need. */
+const PY_LIBC = `import ctypes, os, platform, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+AMD64 = platform.machine() in ('x86_64', 'AMD64')
+NR_OPENAT = 257 if AMD64 else 56
+NR_OPENAT2 = 437
+AT_FDCWD = -100
+def check(r, what):
+    if r < 0:
+        e = ctypes.get_errno()
+        sys.exit(what + ': ' + os.strerror(e))
+    return r
+def out(fd):
+    print('out:', os.read(fd, 4096).decode().strip())
+`;
+
+/**
+ * Techniques the recorder does not handle yet, with what fails: their tests run as node:test
+ * todo (the failure is reported, not fatal), and the randomized differential test leaves their
+ * snippets out of its main walk (its todo walk keeps them).
+ */
+export const TODO: Record<string, string> = {};
+
+export const TECHNIQUES: Technique[] = [
+  { name: 'sh-redirect', what: 'shell input redirection', lang: 'sh', code: 'read -r v < ../../shared/x; echo "out: $v"' },
+  { name: 'cat', what: 'cat of a relative path', lang: 'sh', code: 'echo "out: $(cat ../../shared/x)"' },
+  { name: 'py-open', what: 'python open()', lang: 'py', code: `print('out:', open('../../shared/x').read().strip())` },
+  {
+    name: 'py-dir-fd',
+    what: 'python os.open with dir_fd (openat relative to a directory descriptor)',
+    lang: 'py',
+    code: `import os
+d = os.open('../../shared', os.O_RDONLY | os.O_DIRECTORY)
+print('out:', os.read(os.open('x', os.O_RDONLY, dir_fd=d), 100).decode().strip())`,
+  },
+  {
+    name: 'o-path-openat',
+    what: 'openat relative to an O_PATH descriptor',
+    lang: 'py',
+    code: `import os
+d = os.open('../../shared', os.O_PATH | os.O_DIRECTORY)
+print('out:', os.read(os.open('x', os.O_RDONLY, dir_fd=d), 100).decode().strip())`,
+  },
+  {
+    name: 'ctypes-openat',
+    what: 'raw syscall(SYS_openat) through ctypes with a dirfd from os.open',
+    lang: 'py',
+    code: `${PY_LIBC}d = os.open('../../shared', os.O_RDONLY | os.O_DIRECTORY)
+out(check(libc.syscall(NR_OPENAT, d, b'x', os.O_RDONLY), 'openat'))`,
+  },
+  { name: 'proc-self-cwd-dotdot', what: '`..` after /proc/self/cwd (the path the issue names)', lang: 'sh', code: 'echo "out: $(cat /proc/self/cwd/../../shared/x)"' },
+  { name: 'proc-pid-cwd-dotdot', what: "`..` after another process's /proc/<pid>/cwd (the shell's)", lang: 'sh', code: 'echo "out: $(cat /proc/$$/cwd/../../shared/x)"' },
+  {
+    name: 'proc-root-dotdot',
+    what: '/proc/self/root/.. then /proc/self/cwd/../..: no alias left after lexical cleaning',
+    lang: 'sh',
+    code: 'echo "out: $(cat /proc/self/root/../proc/self/cwd/../../shared/x)"',
+  },
+  { name: 'proc-self-root', what: "/proc/self/root followed by the file's absolute path", lang: 'sh', code: 'echo "out: $(cat "/proc/self/root$(pwd -P)/../../shared/x")"' },
+  { name: 'proc-fd-dir', what: 'a directory descriptor reopened through /proc/self/fd/N/', lang: 'sh', code: 'exec 3< ../../shared; echo "out: $(cat /proc/self/fd/3/x)"' },
+  { name: 'dev-fd-dir', what: 'a directory descriptor reopened through /dev/fd/N/', lang: 'sh', code: 'exec 3< ../../shared; echo "out: $(cat /dev/fd/3/x)"' },
+  { name: 'chdir-proc-cwd', what: 'cd -P /proc/self/cwd/../.. (the kernel resolves it), then a relative read', lang: 'sh', code: 'cd -P /proc/self/cwd/../.. && echo "out: $(cat shared/x)"' },
+  {
+    name: 'tmp-symlink',
+    what: 'a symlink made in /tmp (during the run) pointing into the work dir',
+    lang: 'sh',
+    code: 'ln -sfn "$(pwd -P)/../../shared" "$T/l.$$"; v=$(cat "$T/l.$$/x"); rm -f "$T/l.$$"; echo "out: $v"',
+  },
+  {
+    name: 'tmp-symlink-kept',
+    what: 'a symlink to /proc/self/cwd/../.. left in /tmp by an earlier run, read through by later runs',
+    lang: 'sh',
+    code: '[ -L "$T/kept" ] || ln -s /proc/self/cwd/../../shared "$T/kept" 2>/dev/null; echo "out: $(cat "$T/kept/x")"',
+  },
+  {
+    name: 'hardlink',
+    what: 'a hard link made in /tmp, read there',
+    lang: 'sh',
+    code: 'ln ../../shared/x "$T/h.$$"; v=$(cat "$T/h.$$"); rm -f "$T/h.$$"; echo "out: $v"',
+  },
+  { name: 'rename-dir', what: 'a directory renamed, then read under its new name', lang: 'sh', code: 'mv ../../shared ../../moved; echo "out: $(cat ../../moved/x)"' },
+  {
+    name: 'rename-exchange',
+    what: 'renameat2(RENAME_EXCHANGE) of a file with a directory, then a read through the file\'s name',
+    lang: 'py',
+    code: `${PY_LIBC}libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+check(libc.renameat2(AT_FDCWD, b'f', AT_FDCWD, b'../../shared', 2), 'renameat2')
+print('out:', open('f/x').read().strip())`,
+    state: n => ({ 'apps/rename-exchange/f': 'a file\n', ...shared(n) }),
+  },
+  {
+    name: 'fchdir',
+    what: 'fchdir to a directory descriptor, then a relative open',
+    lang: 'py',
+    code: `import os
+os.fchdir(os.open('../../shared', os.O_RDONLY))
+print('out:', open('x').read().strip())`,
+  },
+  {
+    name: 'exec-script',
+    what: 'executing a repository script (the kernel reads its #! line, the interpreter the rest)',
+    lang: 'sh',
+    code: 'exec ../../shared/x',
+    state: n => ({ 'shared/x': { exec: `#!/bin/sh\necho "out: v${n}"\n` } }),
+  },
+  {
+    name: 'mmap',
+    what: 'mmap of the file',
+    lang: 'py',
+    code: `import mmap
+with open('../../shared/x', 'rb') as f:
+    print('out:', mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)[:].decode().strip())`,
+  },
+  {
+    name: 'sendfile',
+    what: 'sendfile from a descriptor straight to stdout',
+    lang: 'py',
+    code: `import os, sys
+sys.stdout.write('out: '); sys.stdout.flush()
+os.sendfile(1, os.open('../../shared/x', os.O_RDONLY), 0, 100)`,
+  },
+  {
+    name: 'copy-file-range',
+    what: 'copy_file_range into a file in /tmp, read there',
+    lang: 'py',
+    code: `import os
+src = os.open('../../shared/x', os.O_RDONLY)
+dst = os.path.join(os.environ['T'], 'cfr.%d' % os.getpid())
+d = os.open(dst, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+os.copy_file_range(src, d, 100)
+print('out:', open(dst).read().strip())
+os.unlink(dst)`,
+  },
+  {
+    name: 'openat2-in-root',
+    what: 'openat2 with RESOLVE_IN_ROOT: an absolute path resolved under a directory descriptor',
+    lang: 'py',
+    code: `${PY_LIBC}how = (ctypes.c_uint64 * 3)(os.O_RDONLY, 0, 0x10)
+root = os.open('../..', os.O_RDONLY | os.O_DIRECTORY)
+out(check(libc.syscall(NR_OPENAT2, root, b'/shared/x', ctypes.byref(how), 24), 'openat2'))`,
+  },
+  {
+    name: 'openat2-beneath',
+    what: 'openat2 with RESOLVE_BENEATH relative to a directory descriptor',
+    lang: 'py',
+    code: `${PY_LIBC}how = (ctypes.c_uint64 * 3)(os.O_RDONLY, 0, 0x08)
+root = os.open('../..', os.O_RDONLY | os.O_DIRECTORY)
+out(check(libc.syscall(NR_OPENAT2, root, b'shared/x', ctypes.byref(how), 24), 'openat2'))`,
+  },
+  {
+    name: 'open-by-handle',
+    what: 'name_to_handle_at, then open_by_handle_at',
+    lang: 'py',
+    code: `${PY_LIBC}buf = ctypes.create_string_buffer(8 + 128)
+ctypes.c_uint.from_buffer(buf).value = 128
+mount_id = ctypes.c_int()
+check(libc.name_to_handle_at(AT_FDCWD, b'../../shared/x', buf, ctypes.byref(mount_id), 0), 'name_to_handle_at')
+mnt = os.open('../..', os.O_RDONLY | os.O_DIRECTORY)
+out(check(libc.open_by_handle_at(mnt, buf, os.O_RDONLY), 'open_by_handle_at'))`,
+    standaloneOnly: 'open_by_handle_at needs CAP_DAC_READ_SEARCH, which the runner uid lacks',
+  },
+  {
+    name: 'write-only-mapping',
+    what: 'the path string in a write-only mapping (the issue names it): the kernel reads it, process_vm_readv cannot',
+    lang: 'c',
+    code: `#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  const char *want = argc > 1 ? argv[1] : "../../shared/x";
+  char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return perror("mmap"), 1;
+  strcpy(p, want);
+  if (mprotect(p, 4096, PROT_WRITE)) return perror("mprotect"), 1;
+  int fd = open(p, O_RDONLY);
+  if (fd < 0) return perror("open"), 1;
+  char buf[256];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  if (n < 0) return perror("read"), 1;
+  while (n > 0 && buf[n - 1] == '\\n') n--;
+  printf("out: %.*s\\n", (int)n, buf);
+  return 0;
+}
+`,
+  },
+  {
+    name: 'vfork-child',
+    what: 'a vfork child (CLONE_VM) that execs cat',
+    lang: 'c',
+    code: `#define _GNU_SOURCE
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+  fputs("out: ", stdout);
+  fflush(stdout);
+  pid_t pid = vfork();
+  if (pid == 0) {
+    execl("/bin/cat", "cat", "../../shared/x", (char *)NULL);
+    _exit(127);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+`,
+  },
+  {
+    name: 'background-reader',
+    what: 'a background process that reads after the command exited (it holds stdout)',
+    lang: 'sh',
+    code: "printf 'out: '; ( sleep 0.3; cat ../../shared/x ) & exit 0",
+  },
+  {
+    name: 'dir-link-count',
+    what: "stat of a directory: its link count reveals how many subdirectories it has",
+    lang: 'sh',
+    code: 'echo "out: $(stat -c %h ../../shared)"',
+    state: n => ({ 'shared/x': 'v\n', ...Object.fromEntries(Array.from({ length: n }, (_, i) => [`shared/sub${i}/y`, 'y\n'])) }),
+  },
+  {
+    name: 'readdir-ls',
+    what: 'ls of a directory',
+    lang: 'sh',
+    code: 'echo "out: $(ls ../../shared | tr \'\\n\' \' \')"',
+    state: n => ({ 'shared/x': 'v\n', ...Object.fromEntries(Array.from({ length: n }, (_, i) => [`shared/new${i}`, 'y\n'])) }),
+  },
+  {
+    name: 'exists-probe',
+    what: 'existence probing with test -e / -f / -d',
+    lang: 'sh',
+    code: 'v=none; [ -e ../../shared/maybe ] && v=exists; [ -f ../../shared/maybe ] && v=file; [ -d ../../shared/maybe ] && v=dir; echo "out: $v"',
+    state: n => ({ 'shared/x': 'v\n', ...(n === 1 ? { 'shared/maybe': 'y\n' } : n === 2 ? { 'shared/maybe/z': 'z\n' } : {}) }),
+  },
+  {
+    name: 'getxattr-probe',
+    what: 'existence probing with getxattr (its error tells missing, not a directory, present)',
+    lang: 'py',
+    code: `import errno, os
+try:
+    os.getxattr('../../shared/maybe/y', 'user.none')
+    v = 'attr'
+except OSError as e:
+    v = errno.errorcode[e.errno]
+print('out:', v)`,
+    // ENOENT, ENOTDIR (a file where a directory was expected), ENODATA (there, without the attribute).
+    state: n => ({ 'shared/x': 'v\n', ...(n === 1 ? { 'shared/maybe': 'y\n' } : {}), ...(n === 2 ? { 'shared/maybe/y': 'y\n' } : {}) }),
+  },
+  { name: 'statx-size', what: "statx of a file: its size", lang: 'sh', code: 'echo "out: $(stat -c %s ../../shared/x)"', state: n => ({ 'shared/x': 'v'.repeat(n + 1) }) },
+  {
+    name: 'readlink',
+    what: 'readlink of a symlink in the tree',
+    lang: 'sh',
+    code: 'echo "out: $(readlink ../../shared/l)"',
+    state: n => ({ 'shared/x': 'v\n', [`shared/t${n}`]: 't\n', 'shared/l': { symlink: `t${n}` } }),
+  },
+  {
+    name: 'glob',
+    what: 'a shell glob',
+    lang: 'sh',
+    code: 'v=; for f in ../../shared/*; do v="$v ${f##*/}"; done; echo "out:$v"',
+    state: n => ({ 'shared/x': 'v\n', [`shared/f${n}`]: 'y\n' }),
+  },
+  { name: 'find', what: 'find over a directory, printing every file', lang: 'sh', code: 'echo "out: $(find ../../shared -type f | sort | xargs cat | tr \'\\n\' \' \')"', state: n => ({ 'shared/a/b/x': `v${n}\n` }) },
+  {
+    name: 'cp-r',
+    what: 'cp -r of a directory to /tmp, read there',
+    lang: 'sh',
+    code: 'cp -r ../../shared "$T/c.$$"; v=$(cat "$T/c.$$/d/x"); rm -rf "$T/c.$$"; echo "out: $v"',
+    state: n => ({ 'shared/d/x': `v${n}\n` }),
+  },
+  {
+    name: 'tar-pipe',
+    what: 'tar of a directory piped to tar -x to stdout',
+    lang: 'sh',
+    code: 'echo "out: $(tar -C ../.. -cf - shared | tar -xOf - shared/d/x)"',
+    state: n => ({ 'shared/d/x': `v${n}\n` }),
+  },
+  {
+    name: 'os-walk',
+    what: 'python os.walk, printing every file',
+    lang: 'py',
+    code: `import os
+got = []
+for d, dirs, files in os.walk('../../shared'):
+    dirs.sort()
+    for f in sorted(files):
+        got.append(f + '=' + open(os.path.join(d, f)).read().strip())
+print('out:', ' '.join(got))`,
+    state: n => ({ 'shared/x': 'v\n', ...(n > 0 ? { [`shared/deep/er/f${n}`]: `v${n}\n` } : {}) }),
+  },
+  {
+    name: 'scm-rights',
+    what: 'a descriptor passed over a unix socket from a helper process',
+    lang: 'py',
+    code: `import os, socket
+a, b = socket.socketpair()
+if os.fork() == 0:
+    socket.send_fds(b, [b'x'], [os.open('../../shared/x', os.O_RDONLY)])
+    os._exit(0)
+_, fds, _, _ = socket.recv_fds(a, 1, 1)
+os.wait()
+print('out:', os.read(fds[0], 100).decode().strip())`,
+  },
+];
+
+/** Every technique's state `n`, as the repository files (the app dir's marker included). */
+export function stateOf(t: Technique, n: number): Tree {
+  return { [`apps/${t.name}/app.txt`]: 'app\n', ...(t.state ?? shared)(n) };
+}
+
+/** What keeps a language's programs from running here, if anything. */
+export function toolProblem(lang: Technique['lang']): string | undefined {
+  try {
+    if (lang === 'py') execFileSync('python3', ['-c', 'import ctypes, socket; socket.send_fds'], { stdio: 'pipe' });
+    if (lang === 'c') execFileSync('cc', ['--version'], { stdio: 'pipe' });
+    return undefined;
+  } catch (err) {
+    return `${lang === 'py' ? 'python3 (with ctypes, 3.9+)' : 'cc'} is not usable here: ${(err as Error).message.split('\n')[0]}`;
+  }
+}
+
+/**
+ * Write every technique's program into `kit` as `<name>` (executable; C compiled with cc) and
+ * return the names that could not be built, with why.
+ */
+export function buildKit(kit: string, techniques: Technique[]): Map<string, string> {
+  const problems = new Map<string, string>();
+  for (const t of techniques) {
+    const exe = path.join(kit, t.name);
+    const problem = toolProblem(t.lang);
+    if (problem) {
+      problems.set(t.name, problem);
+      continue;
+    }
+    if (t.lang === 'sh') fs.writeFileSync(exe, `#!/bin/sh\n${t.code}\n`, { mode: 0o755 });
+    else if (t.lang === 'py') fs.writeFileSync(exe, `#!/usr/bin/env python3\n${t.code}\n`, { mode: 0o755 });
+    else {
+      fs.writeFileSync(`${exe}.c`, t.code);
+      execFileSync('cc', ['-O1', '-o', exe, `${exe}.c`], { stdio: 'pipe' });
+      fs.chmodSync(exe, 0o755);
+    }
+  }
+  return problems;
+}
+
+/** Write `tree` into `dir` (emptied first). */
+export function writeTree(dir: string, tree: Tree): void {
+  fs.rmSync(dir, { recursive: true, force: true });
+  for (const [rel, e] of Object.entries(tree)) {
+    const p = path.join(dir, rel);
+    fs.mkdirSync(path.dirname(p), { recursive: true });
+    if (typeof e === 'string') fs.writeFileSync(p, e, { mode: 0o644 });
+    else if ('exec' in e) fs.writeFileSync(p, e.exec, { mode: 0o755 });
+    else fs.symlinkSync(e.symlink, p);
+  }
+  // Readable by a runner of another uid.
+  fs.chmodSync(dir, 0o755);
+}
