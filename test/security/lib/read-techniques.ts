@@ -247,6 +247,195 @@ int main(void) {
 `,
   },
   {
+    name: 'toctou-thread',
+    what: 'the path rewritten by another thread after the recorder read it, before the kernel copies it (C, pthreads)',
+    lang: 'c',
+    code: `/* TOCTOU on a path argument: main thread opens \`buf\`; a second thread, on another CPU, changes one
+ * byte of it (decoy "y" to target "x") only after the main thread has blocked in the syscall and
+ * woken up again, i.e. after a seccomp supervisor read the path and let the call go on, before
+ * the kernel copies it. Without a seccomp filter the file is opened directly (same output). */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define DECOY "../../shared/y"
+#define AT (sizeof DECOY - 2)
+#define NBUF 1024
+/* A fresh copy of the path per attempt: a late write can only hit an attempt that is over. */
+static char bufs[NBUF][32];
+static atomic_long current = -1; /* the attempt in open(), or -1 */
+static atomic_int stop;
+static pid_t main_tid;
+static int main_cpu;
+
+static int filtered(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int yes = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "Seccomp:", 8)) yes = atoi(line + 8) != 0;
+  if (f) fclose(f);
+  return yes;
+}
+
+static char state_of(int fd) {
+  char s[512];
+  ssize_t n = pread(fd, s, sizeof s - 1, 0);
+  if (n <= 0) return '?';
+  s[n] = 0;
+  char *p = strrchr(s, ')');
+  return p && p[1] == ' ' ? p[2] : '?';
+}
+
+static void *flipper(void *arg) {
+  (void)arg;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (long c = 0; c < ncpu && c < CPU_SETSIZE; c++)
+    if (c != main_cpu) CPU_SET(c, &set);
+  sched_setaffinity(0, sizeof set, &set);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", main_tid);
+  int fd = open(path, O_RDONLY);
+  while (!atomic_load(&stop)) {
+    long k = atomic_load(&current);
+    if (k < 0) continue;
+    /* Wait for the block (the supervisor reads the path then), then for the wake-up. */
+    int slept = 0;
+    while (atomic_load(&current) == k) {
+      char st = state_of(fd);
+      if (st == 'S') slept = 1;
+      else if (slept && st == 'R') {
+        bufs[k % NBUF][AT] = 'x';
+        break;
+      }
+    }
+    while (atomic_load(&current) == k) {}
+  }
+  return NULL;
+}
+
+static void print(int fd) {
+  char b[256];
+  ssize_t n = read(fd, b, sizeof b - 1);
+  if (n < 0) n = 0;
+  while (n > 0 && b[n - 1] == '\\n') n--;
+  printf("out: %.*s\\n", (int)n, b);
+}
+
+int main(void) {
+  if (!filtered()) {
+    int fd = open("../../shared/x", O_RDONLY);
+    if (fd < 0) return perror("open"), 1;
+    print(fd);
+    return 0;
+  }
+  main_tid = (pid_t)syscall(SYS_gettid);
+  main_cpu = sched_getcpu();
+  pthread_t th;
+  pthread_create(&th, NULL, flipper, NULL);
+  long tries = 0;
+  for (;; tries++) {
+    char *b = bufs[tries % NBUF];
+    strcpy(b, DECOY);
+    atomic_store(&current, tries);
+    /* A machine where the race cannot be won still answers, by a plain open. */
+    int fd = tries < 200000 ? open(b, O_RDONLY) : open("../../shared/x", O_RDONLY);
+    atomic_store(&current, -1);
+    if (fd >= 0) {
+      atomic_store(&stop, 1);
+      print(fd);
+      return 0;
+    }
+  }
+}
+`,
+  },
+  {
+    name: 'io-uring',
+    what: 'io_uring IORING_OP_OPENAT and IORING_OP_READ (plain syscalls when io_uring_setup is refused)',
+    lang: 'c',
+    code: `/* Open and read a file through io_uring (IORING_OP_OPENAT, IORING_OP_READ): no open or read
+ * syscall of the process names it. When io_uring_setup is refused, plain syscalls. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static const char *PATH = "../../shared/x";
+static char data[256];
+
+static void print(long n) {
+  while (n > 0 && data[n - 1] == '\\n') n--;
+  printf("out: %.*s\\n", (int)(n < 0 ? 0 : n), data);
+}
+
+int main(void) {
+  struct io_uring_params p;
+  memset(&p, 0, sizeof p);
+  int ring = (int)syscall(__NR_io_uring_setup, 4, &p);
+  if (ring < 0) {
+    int fd = open(PATH, O_RDONLY);
+    if (fd < 0) return perror("open"), 1;
+    print(read(fd, data, sizeof data));
+    return 0;
+  }
+  size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+  size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+  char *sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQ_RING);
+  char *cq = mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_CQ_RING);
+  struct io_uring_sqe *sqes = mmap(NULL, p.sq_entries * sizeof *sqes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQES);
+  if (sq == MAP_FAILED || cq == MAP_FAILED || sqes == MAP_FAILED) return perror("mmap"), 1;
+  unsigned *sq_tail = (unsigned *)(sq + p.sq_off.tail), *sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
+  unsigned *sq_array = (unsigned *)(sq + p.sq_off.array);
+  unsigned *cq_head = (unsigned *)(cq + p.cq_off.head), *cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
+  struct io_uring_cqe *cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+  int result = -1;
+  for (int step = 0; step < 2; step++) {
+    unsigned tail = *sq_tail, i = tail & *sq_mask;
+    struct io_uring_sqe *e = &sqes[i];
+    memset(e, 0, sizeof *e);
+    if (step == 0) {
+      e->opcode = IORING_OP_OPENAT;
+      e->fd = AT_FDCWD;
+      e->addr = (unsigned long)PATH;
+      e->open_flags = O_RDONLY;
+    } else {
+      e->opcode = IORING_OP_READ;
+      e->fd = result;
+      e->addr = (unsigned long)data;
+      e->len = sizeof data;
+    }
+    sq_array[i] = i;
+    __atomic_store_n(sq_tail, tail + 1, __ATOMIC_RELEASE);
+    if (syscall(__NR_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0) return perror("io_uring_enter"), 1;
+    unsigned head = __atomic_load_n(cq_head, __ATOMIC_ACQUIRE);
+    result = cqes[head & *cq_mask].res;
+    __atomic_store_n(cq_head, head + 1, __ATOMIC_RELEASE);
+    if (result < 0) {
+      fprintf(stderr, "io_uring step %d: %s\\n", step, strerror(-result));
+      return 1;
+    }
+  }
+  print(result);
+  return 0;
+}
+`,
+  },
+  {
     name: 'background-reader',
     what: 'a background process that reads after the command exited (it holds stdout)',
     lang: 'sh',
@@ -378,7 +567,7 @@ export function buildKit(kit: string, techniques: Technique[]): Map<string, stri
     else if (t.lang === 'py') fs.writeFileSync(exe, `#!/usr/bin/env python3\n${t.code}\n`, { mode: 0o755 });
     else {
       fs.writeFileSync(`${exe}.c`, t.code);
-      execFileSync('cc', ['-O1', '-o', exe, `${exe}.c`], { stdio: 'pipe' });
+      execFileSync('cc', ['-O1', '-pthread', '-o', exe, `${exe}.c`], { stdio: 'pipe' });
       fs.chmodSync(exe, 0o755);
     }
   }

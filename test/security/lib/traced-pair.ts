@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { startCmp, type CmpServer, type Mode } from '../../e2e/harness.js';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../../helpers/grpc-client.js';
 import { pluginYaml } from '../../helpers/plugin-yaml.js';
+import { fetchListening } from '../../helpers/metrics.js';
 import { freePort } from '../../helpers/redis-server.js';
 
 const TOKEN = 'read-techniques-token-0123456789abcdef';
@@ -62,7 +63,7 @@ export async function startPair(mode: Mode, name: string, spec: string, env: Rec
       let last = '';
       let sameSince = Date.now();
       for (const end = Date.now() + 10_000; ; await new Promise(r => setTimeout(r, 40))) {
-        const res = await fetch(`http://127.0.0.1:${port}/generate-paths/${encodeURIComponent(app)}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+        const res = await fetchListening(`http://127.0.0.1:${port}/generate-paths/${encodeURIComponent(app)}`, { headers: { authorization: `Bearer ${TOKEN}` } });
         const body = res.status === 404 ? undefined : ((await res.json()) as View);
         if (res.status !== 404) assert.equal(res.status, 200);
         const text = JSON.stringify(body);
