@@ -68,6 +68,19 @@ export function groupAlive(pgid: number): boolean {
   return rawGroupAlive(pgid);
 }
 
+/**
+ * Send `signal` to the main process of the command run under the cmp-reap helper `pid` (the
+ * command leads its own group, so its pid is that group's id), while that group has live
+ * members: its id cannot have been reused then. False when the command's pid is not known yet
+ * or its group is gone.
+ */
+export function signalReapedCommand(pid: number, signal: NodeJS.Signals): boolean {
+  const r = reapers.get(pid);
+  if (r?.pgid === undefined || !rawGroupAlive(r.pgid)) return false;
+  kill(r.pgid, signal);
+  return true;
+}
+
 function rawGroupAlive(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);

@@ -9,7 +9,7 @@ import { formatGoDuration } from '../config/go-duration.js';
 import { spawnEnv } from './env.js';
 import { formatArgs, goQuote } from './go-quote.js';
 import { forkExecText, goTrimSpace, processStateText, signalText } from './go-exec-errors.js';
-import { addReaper, groupAlive, reapGroup, reaperExited, reaperTreeGone, setReaperGroup, signalGroup, track, untrack } from './process-groups.js';
+import { addReaper, groupAlive, signalReapedCommand, reapGroup, reaperExited, reaperTreeGone, setReaperGroup, signalGroup, track, untrack } from './process-groups.js';
 import { usableReaper } from './reaper.js';
 
 export interface RunOptions {
@@ -37,6 +37,9 @@ export interface RunOptions {
   /**
    * Run the command under another program (the traced cache's recorder): given the argv, the
    * looked-up file and the final env, return what to spawn instead, or undefined to run it as is.
+   * The wrapper must SIGKILL the command when it gets SIGUSR1: that is how the command's main
+   * process is killed on ctx done, so that the wrapper itself lives on while the rest of the
+   * group has its grace period (see cmp-trace.c).
    */
   wrap?(argv: readonly string[], file: string, cwd: string, env: Readonly<Record<string, string>>): { file: string; args: string[]; argv0: string } | undefined;
 }
@@ -65,7 +68,8 @@ export async function runCommand(opts: RunOptions): Promise<Buffer> {
   const env = spawnEnv(opts.env);
   checkExecFormat(file, cwd);
 
-  const target = opts.wrap?.(argv, file, cwd, env) ?? { file, args: argv.slice(1), argv0: name };
+  const wrapped = opts.wrap?.(argv, file, cwd, env);
+  const target = wrapped ?? { file, args: argv.slice(1), argv0: name };
   let child: ChildProcess;
   try {
     child = reaper
@@ -75,7 +79,7 @@ export async function runCommand(opts: RunOptions): Promise<Buffer> {
   } catch (err) {
     throw new CmpError(startErrorText(file, err));
   }
-  return await supervise(child, file, opts, reaper !== undefined && reaper !== false);
+  return await supervise(child, file, opts, reaper !== undefined && reaper !== false, wrapped !== undefined);
 }
 
 /**
@@ -84,7 +88,7 @@ export async function runCommand(opts: RunOptions): Promise<Buffer> {
  * group signals go through the helper (process-groups.ts), so that processes that left the
  * command's group get them too.
  */
-function supervise(child: ChildProcess, file: string, opts: RunOptions, reaped: boolean): Promise<Buffer> {
+function supervise(child: ChildProcess, file: string, opts: RunOptions, reaped: boolean, wrapped: boolean): Promise<Buffer> {
   const { argv, ctx, execTimeoutMs, maxOutputBytes } = opts;
   const fatalTimeoutMs = Math.max(0, opts.fatalTimeoutMs);
   return new Promise<Buffer>((resolve, reject) => {
@@ -147,9 +151,10 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions, reaped: 
     let killMain: () => void;
     if (!reaped) {
       child.once('exit', (code, signal) => onExit(code === 0 ? undefined : processStateText(code, signal)));
-      killMain = () => child.kill('SIGKILL');
+      killMain = () => child.kill(wrapped ? 'SIGUSR1' : 'SIGKILL');
     } else {
       killMain = () => {
+        if (wrapped && signalReapedCommand(pgid, 'SIGUSR1')) return;
         // SIGUSR1: the helper SIGKILLs the command's main process (it knows whether it still runs).
         for (const sig of ['SIGCONT', 'SIGUSR1'] as const) {
           try {

@@ -389,6 +389,10 @@ int main(int argc, char **argv) {
     perror("cmp-trace: output");
     return 2;
   }
+  /* Plugin code runs as our uid: non-dumpable, it can neither ptrace us nor open our /proc
+   * files (mem, environ, fd), so it cannot alter the record or the listener. It can still
+   * signal us; killing us only loses its own run's record (no end mark). */
+  prctl(PR_SET_DUMPABLE, 0);
   static char obuf[1 << 16];
   setvbuf(out, obuf, _IOFBF, sizeof obuf);
   max_paths = atol(argv[3]);
@@ -399,9 +403,14 @@ int main(int argc, char **argv) {
     perror("cmp-trace: setup");
     return 2;
   }
+  /* SIGUSR1: SIGKILL the command (the server's "kill the main process", Go's
+   * exec.CommandContext on ctx done). Killing us instead would leave its descendants with a
+   * filter nobody serves: their file syscalls would fail with ENOSYS during the group's grace
+   * period, where without us a TERM handler can still write. */
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
+  sigaddset(&chld, SIGUSR1);
   sigprocmask(SIG_BLOCK, &chld, NULL);
   pid_t root = fork();
   if (root < 0) {
@@ -441,7 +450,9 @@ int main(int argc, char **argv) {
     if (poll(fds, listener >= 0 ? 2 : 1, -1) < 0) continue;
     if (fds[0].revents & POLLIN) {
       struct signalfd_siginfo si;
-      while (read(chldfd, &si, sizeof si) == sizeof si) {}
+      int kill_root = 0;
+      while (read(chldfd, &si, sizeof si) == sizeof si)
+        if (si.ssi_signo == SIGUSR1) kill_root = 1;
       int st;
       pid_t pid;
       while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
@@ -450,6 +461,7 @@ int main(int argc, char **argv) {
           root_done = 1;
         }
       others = pid == 0; /* live children remain */
+      if (kill_root && !root_done) kill(root, SIGKILL); /* not reaped yet: the pid is still ours */
     }
     if (listener >= 0 && (fds[1].revents & POLLIN)) serve(listener, 1);
     else if (listener >= 0 && (fds[1].revents & (POLLHUP | POLLERR))) {

@@ -3,9 +3,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { runCommand } from '../../../cmp/exec/run-command.js';
 import { BUILT_REAPER } from '../../../cmp/exec/reaper.js';
-import { ReadRecorder, type RecordedReads } from '../../../cmp/trace/read-recorder.js';
+import { BUILT_TRACER, ReadRecorder, type RecordedReads } from '../../../cmp/trace/read-recorder.js';
 
 const BUF = path.resolve('node_modules/@bufbuild/buf-linux-x64/bin/buf');
 const ENV = Object.entries(process.env).map(([k, v]) => `${k}=${v}`);
@@ -26,19 +27,23 @@ async function inWorkDir(files: Record<string, string>, fn: (dir: string) => Pro
 }
 
 /** Run `script` with sh in `cwd`, traced when `traced`; its output or its error text, and the record. */
-async function run(dir: string, cwd: string, script: string, opts: { traced?: boolean; maxPaths?: number; execTimeoutMs?: number; cpus?: 'one' | 'all' } = {}) {
+async function run(dir: string, cwd: string, script: string, opts: { traced?: boolean; maxPaths?: number; execTimeoutMs?: number; cpus?: 'one' | 'all'; abortAfterMs?: number; reaper?: false } = {}) {
   const settings = { tracer: '', cpus: opts.cpus ?? 'one', maxPaths: opts.maxPaths ?? 10_000, maxTraceBytes: 1 << 30 };
   const rec = opts.traced === false ? undefined : await ReadRecorder.start(settings, dir, process.env);
   let result: string;
+  const ac = new AbortController();
+  const deadline = opts.abortAfterMs === undefined ? undefined : setTimeout(() => ac.abort(new Error('deadline')), opts.abortAfterMs);
   try {
     const out = await runCommand({
-      argv: ['sh', '-c', script], cwd: path.join(dir, cwd), env: ENV, ctx: { signal: new AbortController().signal, deadline: undefined },
+      argv: ['sh', '-c', script], cwd: path.join(dir, cwd), env: ENV, ctx: { signal: ac.signal, deadline: undefined }, reaper: opts.reaper,
       execTimeoutMs: opts.execTimeoutMs ?? 0, fatalTimeoutMs: 1000, maxOutputBytes: 1 << 20,
       wrap: rec ? (argv, file, c) => rec.wrap(argv, file, c) : undefined,
     });
     result = out.toString();
   } catch (err) {
     result = `error: ${(err as Error).message}`;
+  } finally {
+    clearTimeout(deadline);
   }
   const reads = (await rec?.finish()) as RecordedReads;
   return { result, reads };
@@ -134,6 +139,38 @@ test('exit codes, signals, stderr and timeouts look exactly as without the trace
       assert.equal(traced.result, plain.result, script);
     }
   });
+});
+
+test('after the deadline kills the main process, the rest of the group can still write files until the SIGKILL, traced as plain', async () => {
+  // Argo SIGKILLs the main process on ctx done and gives the group SIGTERM and 5 s. Killing the
+  // tracer instead left the grandchild with an unserved filter: its open() failed with ENOSYS.
+  await inWorkDir({}, async dir => {
+    const script = 'sh -c "trap \\"echo bye > term.txt\\" TERM; touch up; sleep 5 & wait" & while [ ! -e up ]; do sleep 0.02; done; wait';
+    for (const reaper of [undefined, false] as const) {
+      for (const traced of [false, true]) {
+        fs.rmSync(path.join(dir, 'term.txt'), { force: true });
+        fs.rmSync(path.join(dir, 'up'), { force: true });
+        const { result } = await run(dir, '', script, { traced, reaper, abortAfterMs: 1000 });
+        // Argo sends both at once: either the SIGKILL or the group SIGTERM may end the main process.
+        assert.match(result, /signal: (killed|terminated)$/, `${traced} ${reaper}`);
+        const written = () => fs.existsSync(path.join(dir, 'term.txt')) && fs.readFileSync(path.join(dir, 'term.txt'), 'utf8') === 'bye\n';
+        for (let i = 0; i < 50 && !written(); i++) await new Promise(r => setTimeout(r, 100));
+        assert.ok(written(), `traced=${traced} reaper=${reaper}: the TERM handler wrote its file`);
+      }
+    }
+  });
+});
+
+test('plugin code of the same uid cannot open the tracer\'s /proc files (it is not dumpable)', { skip: process.getuid?.() !== 0 && 'needs root to run both as nobody' }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rec-dump-'));
+  try {
+    fs.chmodSync(dir, 0o777);
+    const probe = 'for f in environ mem; do if head -c1 /proc/$PPID/$f >/dev/null 2>&1; then echo "$f readable"; else echo "$f denied"; fi; done';
+    const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', BUILT_TRACER, '--cpus=all', path.join(dir, 'trace'), '1000', '/bin/sh', 'sh', '-c', probe], { cwd: dir, encoding: 'utf8' });
+    assert.equal(r.stdout, 'environ denied\nmem denied\n', r.stderr);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('CMP_OFFLOAD_TRACE_CPUS=one runs a traced command and its children on one CPU; all leaves them every CPU', { skip: os.availableParallelism() < 2 && 'one CPU here' }, async () => {
