@@ -96,7 +96,10 @@ for (const mode of MODES) {
     });
 
     for (const tech of TECHNIQUES) {
-      const skip = (mode === 'distributed' && tech.standaloneOnly) || (!inCI && unbuilt.get(tech.name));
+      const skip =
+        (tech.arch !== undefined && tech.arch !== process.arch && `only on ${tech.arch}`) ||
+        (mode === 'distributed' && tech.standaloneOnly) ||
+        (!inCI && unbuilt.get(tech.name));
       test(`${tech.name}: ${tech.what}`, { skip, todo: TODO[tech.name] }, async t => {
         if (unbuilt.has(tech.name)) assert.fail(`CI=true and ${unbuilt.get(tech.name)}`);
         const outcomes = await exercise(pair, mode, tech);

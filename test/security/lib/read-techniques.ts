@@ -27,6 +27,8 @@ export interface Technique {
   state?: (n: number) => Tree;
   /** Why the technique cannot work in distributed mode (the runner's uid lacks what it needs). */
   standaloneOnly?: string;
+  /** Only on this architecture (process.arch). */
+  arch?: NodeJS.Architecture;
 }
 
 /** A file's content, or an executable file, or a symlink. */
@@ -436,6 +438,43 @@ int main(void) {
 `,
   },
   {
+    name: 'int80-compat',
+    what: "open through the 32-bit compat entry (int 0x80) of an x86-64 process",
+    lang: 'c',
+    code: `/* open(2) through the 32-bit compat entry (int 0x80) of an x86-64 process: another
+ * architecture's syscall numbers, with the path in the low 4 GiB. A kernel without ia32
+ * emulation faults it: then a plain open. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static sigjmp_buf no_compat;
+static void fault(int sig) { (void)sig; siglongjmp(no_compat, 1); }
+int main(void) {
+  char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+  if (p == MAP_FAILED) return perror("mmap"), 1;
+  strcpy(p, "../../shared/x");
+  long fd;
+  signal(SIGSEGV, fault);
+  if (sigsetjmp(no_compat, 1) == 0)
+    __asm__ volatile("int $0x80" : "=a"(fd) : "a"(5L), "b"(p), "c"(0L), "d"(0L) : "memory");
+  else
+    fd = open(p, O_RDONLY);
+  if (fd < 0) return fprintf(stderr, "open: %ld\\n", fd), 1;
+  char buf[256];
+  ssize_t n = read((int)fd, buf, sizeof buf - 1);
+  while (n > 0 && buf[n - 1] == '\\n') n--;
+  printf("out: %.*s\\n", (int)(n < 0 ? 0 : n), buf);
+  return 0;
+}
+`,
+    arch: 'x64',
+  },
+  {
     name: 'background-reader',
     what: 'a background process that reads after the command exited (it holds stdout)',
     lang: 'sh',
@@ -447,6 +486,13 @@ int main(void) {
     lang: 'sh',
     code: 'echo "out: $(stat -c %h ../../shared)"',
     state: n => ({ 'shared/x': 'v\n', ...Object.fromEntries(Array.from({ length: n }, (_, i) => [`shared/sub${i}/y`, 'y\n'])) }),
+  },
+  {
+    name: 'proc-cwd-link-count',
+    what: 'stat of /proc/self/cwd itself: the link count of the app dir (its subdirectories)',
+    lang: 'sh',
+    code: 'echo "out: $(stat -L -c %h /proc/self/cwd)"',
+    state: n => ({ 'shared/x': 'v\n', ...Object.fromEntries(Array.from({ length: n }, (_, i) => [`apps/proc-cwd-link-count/sub${i}/y`, 'y\n'])) }),
   },
   {
     name: 'readdir-ls',
@@ -557,6 +603,7 @@ export function toolProblem(lang: Technique['lang']): string | undefined {
 export function buildKit(kit: string, techniques: Technique[]): Map<string, string> {
   const problems = new Map<string, string>();
   for (const t of techniques) {
+    if (t.arch !== undefined && t.arch !== process.arch) continue;
     const exe = path.join(kit, t.name);
     const problem = toolProblem(t.lang);
     if (problem) {
