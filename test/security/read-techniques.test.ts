@@ -86,7 +86,8 @@ async function exercise(pair: TracedPair, mode: string, tech: Technique): Promis
 }
 
 for (const mode of MODES) {
-  describe(`read techniques against the traced cache (${mode})`, () => {
+  // Techniques are independent (own app, own checkout): a few at a time, as a repo-server asks.
+  describe(`read techniques against the traced cache (${mode})`, { concurrency: 4 }, () => {
     let pair: TracedPair;
     before(async () => {
       pair = await startPair(mode, `tech-${mode}`, SPEC);
