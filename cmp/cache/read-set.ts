@@ -14,23 +14,22 @@ export interface Shape {
   revision: boolean;
 }
 
-const SHAPE_VERSION = 'cmp-offload/shape/v1';
+const SHAPE_VERSION = 'cmp-offload/shape/v2';
 
 /**
  * The shape of a completely recorded run over the tree it ran on, or undefined when the record
  * cannot be trusted for this tree: a renamed directory (its files were then read under other
  * names). Conservative rule of the issue: the directory containing each touched path that is
- * not itself a directory counts as listed, so a new file next to a probed one invalidates.
+ * not itself a directory counts as listed, so a new file next to a probed one invalidates. A
+ * touched directory counts as listed itself: its metadata reveals its entries (the link count
+ * is 2 + its subdirectories, the size grows with its entries), not only that it is one.
  */
 export function shapeOf(reads: Extract<RecordedReads, { complete: true }>, index: TreeIndex, revision: boolean): Shape | undefined {
   for (const m of reads.moved) {
     if (m === '' || index.entries.get(m)?.type === 'dir') return undefined;
   }
   const listed = new Set(reads.listed);
-  for (const p of reads.touched) {
-    if (p === '' || index.entries.get(p)?.type === 'dir') continue;
-    listed.add(parentOf(p));
-  }
+  for (const p of reads.touched) listed.add(p === '' || index.entries.get(p)?.type === 'dir' ? p : parentOf(p));
   return { touched: [...reads.touched].sort(), listed: [...listed].sort(), revision };
 }
 
@@ -57,7 +56,7 @@ export function shapeIdOf(shape: Shape, known?: string): string {
 /**
  * sha256 of what the shape's paths are in `index`: for each touched path its type and content
  * digest (or absence; modes only with preserveFileMode), for each listed directory its entry
- * names. Equal digests mean the run would have seen the same inputs. Needs a simple tree
+ * names and types (getdents gives both; the types make its link count). Equal digests mean the run would have seen the same inputs. Needs a simple tree
  * (no symlinks, no duplicates): only then is the index exactly the extracted tree.
  */
 export function stateDigest(index: TreeIndex, shape: Shape, preserveFileMode: boolean): string {
@@ -67,10 +66,15 @@ export function stateDigest(index: TreeIndex, shape: Shape, preserveFileMode: bo
   for (const p of shape.touched) h.update(`t ${JSON.stringify(p)} ${stateOf(index, p, preserveFileMode)}\n`);
   for (const d of shape.listed) {
     const node = d === '' ? 'd' : stateOf(index, d, false);
-    const names = node === 'd' ? (children.get(d) ?? []).map(n => JSON.stringify(n)).join(',') : node;
+    const names = node === 'd' ? (children.get(d) ?? []).map(n => `${JSON.stringify(n)}${typeLetter(index, d === '' ? n : `${d}/${n}`)}`).join(',') : node;
     h.update(`l ${JSON.stringify(d)} ${names}\n`);
   }
   return h.digest('hex');
+}
+
+function typeLetter(index: TreeIndex, p: string): string {
+  const type = index.entries.get(p)?.type;
+  return type === 'dir' ? 'd' : type === 'symlink' ? 'l' : 'f';
 }
 
 function stateOf(index: TreeIndex, p: string, preserveFileMode: boolean): string {

@@ -5,14 +5,19 @@
  *   cmp-trace --cpus=one|all OUT MAX_PATHS FILE ARGV0 [ARG...]
  *
  * Runs FILE with argv ARGV0 ARG... and the caller's env and cwd, and exits as it did (same
- * code, or the same signal). OUT receives one line per distinct record, path bytes in hex:
- *   T <hex>   a path given to a file syscall (opened, stat'ed, probed, executed, created, removed)
+ * code, or the same signal). OUT receives "V 2", then one line per distinct record, path bytes
+ * in hex:
+ *   T <hex>   a path the kernel looked up for a file syscall (opened, stat'ed, probed, executed,
+ *             created, removed; a symlink crossed, a directory left with `..`)
  *   L <hex>   a directory whose entries were read
  *   M <hex>   the source of a rename
  *   X <text>  the record cannot be trusted (first reason only)
  *   E         written last, when the command has exited
- * Relative paths are joined with the caller's cwd or dirfd as the kernel saw them at the call
- * (from /proc), so the reader only normalizes.
+ * The rule: a record is complete or given up (X). Every path is resolved here as the kernel
+ * resolves it for the caller, against the real filesystem at the call (its cwd or dirfd, its
+ * /proc/self, symlinks and magic links): recorded paths are absolute and canonical. A path we
+ * cannot read, a descriptor or link whose path does not name its object, a syscall or flag not
+ * modelled here: the record is given up. `cmp-trace --decisions` lists the syscall table.
  *
  * How: a seccomp filter, inherited by every thread and child, sends only the file syscalls to
  * this process as user notifications (SECCOMP_RET_USER_NOTIF); it reads their path arguments
@@ -30,6 +35,7 @@
 #include <limits.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/magic.h>
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <stddef.h>
@@ -42,6 +48,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -83,49 +91,68 @@
 #endif
 
 /* How a syscall's arguments name paths. */
-enum kind { PATHS, LIST, UNTRACKABLE };
+enum kind {
+  PATHS,       /* (dirfd, path) pairs */
+  OPEN_HOW,    /* openat2: a pair, and resolve flags in struct open_how */
+  RENAME,      /* renameat2: two pairs, RENAME_* flags in argument 4 */
+  LIST,        /* getdents: the entries of the directory of fd argument 0 */
+  CWD,         /* fchdir: no path; the new cwd is read at each later relative call */
+  UNTRACKABLE, /* gives the record up */
+};
 struct spec {
   long nr;
   const char *name;
   enum kind kind;
   /* Up to two (dirfd argument or -1 for the cwd, path argument) pairs; path -1 = none. */
   int dirfd[2], path[2];
-  int moves; /* the first path is a rename source */
+  int moves;      /* the first path is a rename source */
+  int null_is_fd; /* a NULL path means the descriptor itself (utimensat, fanotify_mark) */
 };
 
-#define P1(n, p) {SYS_##n, #n, PATHS, {-1, -1}, {p, -1}, 0}
-#define AT1(n, d, p) {SYS_##n, #n, PATHS, {d, -1}, {p, -1}, 0}
-#define U(n) {SYS_##n, #n, UNTRACKABLE, {-1, -1}, {-1, -1}, 0}
+#define P1(n, p) {SYS_##n, #n, PATHS, {-1, -1}, {p, -1}, 0, 0}
+#define AT1(n, d, p) {SYS_##n, #n, PATHS, {d, -1}, {p, -1}, 0, 0}
+#define U(n) {SYS_##n, #n, UNTRACKABLE, {-1, -1}, {-1, -1}, 0, 0}
 
 static const struct spec SPECS[] = {
 #ifdef SYS_open
     P1(open, 0), P1(creat, 0), P1(stat, 0), P1(lstat, 0), P1(access, 0), P1(readlink, 0),
     P1(chmod, 0), P1(chown, 0), P1(lchown, 0), P1(mkdir, 0), P1(rmdir, 0), P1(unlink, 0),
     P1(mknod, 0), P1(utime, 0), P1(utimes, 0), P1(uselib, 0),
-    {SYS_getdents, "getdents", LIST, {0, -1}, {-1, -1}, 0},
-    {SYS_rename, "rename", PATHS, {-1, -1}, {0, 1}, 1},
-    {SYS_link, "link", PATHS, {-1, -1}, {0, 1}, 0},
+    {SYS_getdents, "getdents", LIST, {0, -1}, {-1, -1}, 0, 0},
+    {SYS_rename, "rename", PATHS, {-1, -1}, {0, 1}, 1, 0},
+    {SYS_link, "link", PATHS, {-1, -1}, {0, 1}, 0, 0},
     AT1(futimesat, 0, 1), U(symlink),
 #endif
-    AT1(openat, 0, 1), AT1(openat2, 0, 1), AT1(newfstatat, 0, 1), AT1(statx, 0, 1),
+    AT1(openat, 0, 1), {SYS_openat2, "openat2", OPEN_HOW, {0, -1}, {1, -1}, 0, 0},
+    AT1(newfstatat, 0, 1), AT1(statx, 0, 1),
     AT1(faccessat, 0, 1), AT1(faccessat2, 0, 1), AT1(readlinkat, 0, 1), P1(execve, 0),
-    AT1(execveat, 0, 1), P1(chdir, 0), {SYS_fchdir, "fchdir", PATHS, {-1, -1}, {-1, -1}, 0}, P1(truncate, 0), P1(statfs, 0), AT1(fchmodat, 0, 1),
+    AT1(execveat, 0, 1), P1(chdir, 0), {SYS_fchdir, "fchdir", CWD, {-1, -1}, {-1, -1}, 0, 0},
+    P1(truncate, 0), P1(statfs, 0), AT1(fchmodat, 0, 1),
     AT1(fchownat, 0, 1), AT1(mkdirat, 0, 1), AT1(unlinkat, 0, 1), AT1(mknodat, 0, 1),
-    AT1(utimensat, 0, 1), AT1(name_to_handle_at, 0, 1), P1(getxattr, 0), P1(lgetxattr, 0),
+    {SYS_utimensat, "utimensat", PATHS, {0, -1}, {1, -1}, 0, 1},
+    AT1(name_to_handle_at, 0, 1), P1(getxattr, 0), P1(lgetxattr, 0),
     P1(setxattr, 0), P1(lsetxattr, 0), P1(listxattr, 0), P1(llistxattr, 0), P1(removexattr, 0),
-    P1(lremovexattr, 0), P1(inotify_add_watch, 1), AT1(fanotify_mark, 3, 4), P1(acct, 0),
-    P1(swapon, 0), P1(swapoff, 0), P1(umount2, 0), P1(quotactl, 1), AT1(fchmodat2, 0, 1),
+    P1(lremovexattr, 0), P1(inotify_add_watch, 1),
+    {SYS_fanotify_mark, "fanotify_mark", PATHS, {3, -1}, {4, -1}, 0, 1},
+    P1(acct, 0), P1(swapon, 0), P1(swapoff, 0), P1(quotactl, 1), AT1(fchmodat2, 0, 1),
     AT1(setxattrat, 0, 1), AT1(getxattrat, 0, 1), AT1(listxattrat, 0, 1), AT1(removexattrat, 0, 1),
     AT1(file_getattr, 0, 1), AT1(file_setattr, 0, 1),
-    {SYS_renameat, "renameat", PATHS, {0, 2}, {1, 3}, 1},
-    {SYS_renameat2, "renameat2", PATHS, {0, 2}, {1, 3}, 1},
-    {SYS_linkat, "linkat", PATHS, {0, 2}, {1, 3}, 0},
-    {SYS_getdents64, "getdents64", LIST, {0, -1}, {-1, -1}, 0},
-    U(symlinkat), U(io_uring_setup), U(open_by_handle_at), U(mount), U(pivot_root), U(chroot),
-    U(fsmount), U(open_tree), U(move_mount), U(fspick), U(mount_setattr), U(setns),
-    U(fsopen), U(fsconfig), U(open_tree_attr),
+    {SYS_renameat, "renameat", PATHS, {0, 2}, {1, 3}, 1, 0},
+    {SYS_renameat2, "renameat2", RENAME, {0, 2}, {1, 3}, 1, 0},
+    {SYS_linkat, "linkat", PATHS, {0, 2}, {1, 3}, 0, 0},
+    {SYS_getdents64, "getdents64", LIST, {0, -1}, {-1, -1}, 0, 0},
+    /* Links the kernel does not resolve now, new roots and mounts, handles, namespaces, rings,
+     * and calls that can look up paths in ways not modelled here. */
+    U(symlinkat), U(io_uring_setup), U(io_uring_enter), U(io_uring_register), U(open_by_handle_at),
+    U(mount), U(umount2), U(pivot_root), U(chroot), U(fsmount), U(open_tree), U(move_mount),
+    U(fspick), U(mount_setattr), U(setns), U(fsopen), U(fsconfig), U(open_tree_attr), U(bpf),
+    U(perf_event_open),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
+
+/* First line of every trace: the reader refuses traces of a recorder that resolved paths
+ * lexically (before V 2). */
+#define FORMAT "V 2"
 
 static FILE *out;
 static const char *reason; /* first reason the record is untrustworthy */
@@ -193,10 +220,33 @@ static void record(char kind, const char *path, size_t n) {
 
 /* ---- reading the caller ---- */
 
-/* The NUL-terminated string at `addr` in `pid`, read page by page; -1 if unreadable or too long
- * (errno EFAULT or ENAMETOOLONG: the kernel then fails the call alike, nothing was accessed;
- * ESRCH: the caller is gone). */
-static long read_string(pid_t pid, unsigned long addr, char *buf, size_t cap) {
+/* One notified call: the task (a thread id) and whether its notification is still pending. */
+struct caller {
+  pid_t tid;
+  pid_t tgid; /* 0 until needed */
+  int listener;
+  __u64 id;
+};
+
+/* The caller is gone, or its call was interrupted: either way this call does not run (an
+ * interrupted call that restarts is notified again). Only then may a path we could not read be
+ * skipped. */
+static int call_gone(const struct caller *c) {
+  return ioctl(c->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &c->id) != 0;
+}
+
+/* `n` bytes at `addr` in the caller: 0, or -1 (errno from process_vm_readv, EFAULT if short). */
+static int read_mem(const struct caller *c, unsigned long addr, void *buf, size_t n) {
+  struct iovec local = {buf, n}, remote = {(void *)addr, n};
+  ssize_t got = process_vm_readv(c->tid, &local, 1, &remote, 1, 0);
+  if (got == (ssize_t)n) return 0;
+  if (got >= 0) errno = EFAULT;
+  return -1;
+}
+
+/* The NUL-terminated string at `addr` in the caller, read page by page; -1 if unreadable or
+ * longer than the kernel takes (errno EFAULT, ENAMETOOLONG, ESRCH, ...). */
+static long read_string(const struct caller *c, unsigned long addr, char *buf, size_t cap) {
   size_t got = 0, chunk = 256; /* most paths are short: copy little first */
   while (got < cap) {
     size_t page_left = 4096 - ((addr + got) & 4095);
@@ -204,7 +254,7 @@ static long read_string(pid_t pid, unsigned long addr, char *buf, size_t cap) {
     if (want > cap - got) want = cap - got;
     chunk = 4096;
     struct iovec local = {buf + got, want}, remote = {(void *)(addr + got), want};
-    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    ssize_t n = process_vm_readv(c->tid, &local, 1, &remote, 1, 0);
     if (n < 0) return -1;
     if (n == 0) {
       errno = EFAULT;
@@ -218,25 +268,176 @@ static long read_string(pid_t pid, unsigned long addr, char *buf, size_t cap) {
   return -1;
 }
 
-/* The path of `pid`'s cwd (dirfd AT_FDCWD) or of its descriptor `fd`; -1 with errno ENOENT (no
- * such descriptor, or the task is gone), ENOTDIR (not a path: a pipe, a socket) or another. */
-static long fd_path(pid_t pid, int fd, char *buf, size_t cap) {
+static pid_t tgid_of(struct caller *c) {
+  if (c->tgid) return c->tgid;
+  char name[64], line[256];
+  snprintf(name, sizeof name, "/proc/%d/status", c->tid);
+  FILE *f = fopen(name, "re");
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "Tgid:", 5)) c->tgid = (pid_t)atoi(line + 5);
+  fclose(f);
+  return c->tgid ? c->tgid : -1;
+}
+
+/* What the caller's descriptor `fd` (AT_FDCWD: its cwd) is, as a path we can trust:
+ *   >0  the length of its absolute path in `buf`, checked to name the very same object (a
+ *       d_path of a deleted file, of another mount namespace, ... names something else)
+ *    0  it is no object with a path (pipe, socket, anonymous inode): no file of the tree
+ *   -1  no such descriptor: the call fails (EBADF) without looking anything up
+ *   -2  the record must be given up
+ * `is_dir` says whether it is a directory. */
+static long fd_object(const struct caller *c, int fd, char *buf, size_t cap, int *is_dir) {
   char link[64];
-  if (fd == AT_FDCWD) snprintf(link, sizeof link, "/proc/%d/cwd", pid);
-  else snprintf(link, sizeof link, "/proc/%d/fd/%d", pid, fd);
+  if (fd == AT_FDCWD) snprintf(link, sizeof link, "/proc/%d/cwd", c->tid);
+  else snprintf(link, sizeof link, "/proc/%d/fd/%d", c->tid, fd);
   ssize_t n = readlink(link, buf, cap - 1);
-  if (n <= 0) return -1;
-  if (buf[0] != '/') {
-    errno = ENOTDIR;
-    return -1;
-  }
+  if (n < 0) return errno == ENOENT && fd != AT_FDCWD ? -1 : -2;
   buf[n] = 0;
+  if (n == 0) return -2;
+  if (buf[0] != '/') return strchr(buf, ':') ? 0 : -2;
+  struct stat obj, named;
+  if (stat(link, &obj)) return errno == ENOENT && fd != AT_FDCWD ? -1 : -2;
+  if ((stat(buf, &named) || named.st_dev != obj.st_dev || named.st_ino != obj.st_ino) &&
+      (lstat(buf, &named) || named.st_dev != obj.st_dev || named.st_ino != obj.st_ino))
+    return -2;
+  *is_dir = S_ISDIR(obj.st_mode);
   return n;
 }
 
-/* One notified syscall of task `pid` (a thread id). Recording more than was accessed is safe;
- * less never happens silently. */
-static void on_syscall(pid_t pid, const struct seccomp_data *call) {
+/* Appends component `name` (`len` bytes) to the absolute path `cur`; -1 if too long. */
+static int push(char *cur, size_t *len, const char *name, size_t n) {
+  if (*len + 1 + n >= PATH_MAX) return -1;
+  if (*len > 1) cur[(*len)++] = '/';
+  else *len = 1;
+  memcpy(cur + *len, name, n);
+  *len += n;
+  cur[*len] = 0;
+  return 0;
+}
+
+static void pop(char *cur, size_t *len) {
+  while (*len > 1 && cur[*len - 1] != '/') (*len)--;
+  if (*len > 1) (*len)--;
+  cur[*len] = 0;
+}
+
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+
+/* Whether the lookup of `full` (absolute) meets no symlink at all, asked of the kernel; then
+ * lexical normalization is exactly its resolution. */
+static int no_symlinks(const char *full) {
+  struct {
+    __u64 flags, mode, resolve;
+  } how = {O_PATH | O_NOFOLLOW | O_CLOEXEC, 0, 0x04 /* RESOLVE_NO_SYMLINKS */};
+  int fd = (int)syscall(SYS_openat2, AT_FDCWD, full, &how, sizeof how);
+  if (fd >= 0) {
+    close(fd);
+    return 1;
+  }
+  /* ELOOP: a symlink on the way; ENOSYS (before Linux 5.6), anything odd: walk it ourselves.
+   * Other errors stop the lookup where it failed, after symlink-free components only. */
+  return errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ENAMETOOLONG;
+}
+
+/* Records what the kernel looks up for `path` when the caller hands it over relative to the
+ * directory `base` (a path from fd_object; unused for an absolute path): every directory left
+ * with `..`, every symlink crossed, the last component itself and, when it is a symlink, what
+ * it leads to. Symlinks are resolved with the real filesystem at the call, as the kernel does:
+ * `..` after a link goes up from its target; /proc/self and /proc/thread-self name the caller;
+ * a magic link (/proc/<pid>/cwd, fd/N, root, exe, map_files/..., /dev/fd/N through /proc/self)
+ * leads to the object it names when its path names that same object, else the record is given
+ * up. `last` receives the last component unfollowed (a rename's source). 0, or -1 given up. */
+static int resolve(struct caller *c, const char *base, const char *path, char *last) {
+  static char todo[2 * PATH_MAX + 2], next_todo[2 * PATH_MAX + 2], cur[PATH_MAX + 1], link[PATH_MAX + 1];
+  size_t len = 0;
+  if (path[0] == '/') snprintf(todo, sizeof todo, "%s", path);
+  else if ((size_t)snprintf(todo, sizeof todo, "%s/%s", base, path) >= sizeof todo) return give_up("a path too long to resolve"), -1;
+  int walk = !no_symlinks(todo), links = 0;
+  strcpy(cur, "/");
+  len = 1;
+  last[0] = 0;
+  char *p = todo;
+  for (;;) {
+    while (*p == '/') p++;
+    if (!*p) break;
+    char *end = strchr(p, '/');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    char *rest = p + n;
+    const char *q = rest;
+    while (*q == '/') q++;
+    int final = !*q;
+    if (n == 1 && p[0] == '.') {
+      p = rest;
+      continue;
+    }
+    if (n == 2 && p[0] == '.' && p[1] == '.') {
+      if (len > 1) record('T', cur, len);
+      pop(cur, &len);
+      p = rest;
+      continue;
+    }
+    if (walk && ((n == 4 && !memcmp(p, "self", 4)) || (n == 11 && !memcmp(p, "thread-self", 11)))) {
+      struct statfs fs;
+      if (!statfs(cur, &fs) && fs.f_type == PROC_SUPER_MAGIC) {
+        pid_t tgid = tgid_of(c);
+        if (tgid < 0) return give_up("the caller's process could not be named"), -1;
+        if (n == 4) snprintf(next_todo, sizeof next_todo, "%d%s", tgid, rest);
+        else snprintf(next_todo, sizeof next_todo, "%d/task/%d%s", tgid, c->tid, rest);
+        strcpy(todo, next_todo);
+        p = todo;
+        continue;
+      }
+    }
+    size_t before = len;
+    if (push(cur, &len, p, n)) return give_up("a path too long to resolve"), -1;
+    if (final && !last[0]) memcpy(last, cur, len + 1);
+    p = rest;
+    if (!walk) continue;
+    struct stat st;
+    if (lstat(cur, &st)) break; /* the kernel's lookup fails here too (or creates it) */
+    if (!S_ISLNK(st.st_mode)) {
+      if (!S_ISDIR(st.st_mode) && !final) break; /* ENOTDIR */
+      continue;
+    }
+    record('T', cur, len);
+    if (++links > 40) return give_up("too many symlinks"), -1;
+    ssize_t t = readlink(cur, link, sizeof link - 1);
+    if (t <= 0) return give_up("a symlink could not be read"), -1;
+    link[t] = 0;
+    struct statfs fs;
+    int in_proc = !statfs(cur, &fs) && fs.f_type == PROC_SUPER_MAGIC;
+    if (in_proc && link[0] == '/') {
+      /* A magic link jumps to its object; its text is only a name for it. */
+      struct stat obj, named;
+      if (stat(cur, &obj) || stat(link, &named) || obj.st_dev != named.st_dev || obj.st_ino != named.st_ino)
+        return give_up("a /proc link to an object its path does not name"), -1;
+      len = (size_t)t;
+      memcpy(cur, link, len + 1);
+      continue;
+    }
+    if (in_proc && strchr(link, ':')) return 0; /* pipe:[..], socket:[..], anon_inode:..: no file */
+    if (link[0] == '/') {
+      strcpy(cur, "/");
+      len = 1;
+    } else {
+      cur[before] = 0;
+      len = before ? before : 1;
+      if (len == 1) strcpy(cur, "/");
+    }
+    if ((size_t)snprintf(next_todo, sizeof next_todo, "%s%s", link, rest) >= sizeof next_todo) return give_up("a path too long to resolve"), -1;
+    strcpy(todo, next_todo);
+    p = todo;
+  }
+  record('T', cur, len);
+  return 0;
+}
+
+/* One notified syscall. Recording more than was accessed is safe; less never happens
+ * silently: what cannot be modelled gives the record up. */
+static void on_syscall(struct caller *c, const struct seccomp_data *call) {
   if (call->arch != NATIVE_ARCH) return give_up("a syscall of another architecture");
   const struct spec *s = NULL;
   for (size_t i = 0; i < NSPECS; i++)
@@ -247,37 +448,54 @@ static void on_syscall(pid_t pid, const struct seccomp_data *call) {
     snprintf(why, sizeof why, "the plugin called %s", s->name);
     return give_up(why);
   }
-  char dir[PATH_MAX + 1], rel[PATH_MAX + 1], full[2 * PATH_MAX + 2];
+  static char dir[PATH_MAX + 1], rel[PATH_MAX + 1], last[PATH_MAX + 1];
+  int is_dir = 0;
   if (s->kind == LIST) {
-    long n = fd_path(pid, (int)call->args[s->dirfd[0]], dir, sizeof dir);
-    if (n > 0) record('L', dir, (size_t)n);
-    else if (errno != ENOENT && errno != ENOTDIR) give_up("a listed directory could not be named");
+    long n = fd_object(c, (int)call->args[s->dirfd[0]], dir, sizeof dir, &is_dir);
+    if (n == -2) give_up("a listed directory could not be named");
+    else if (n > 0 && is_dir) record('L', dir, (size_t)n);
     return;
   }
+  if (s->kind == OPEN_HOW) {
+    /* openat2: RESOLVE_NO_XDEV, _NO_MAGICLINKS, _NO_SYMLINKS, _BENEATH and _CACHED only make
+     * the lookup fail where it would otherwise go on; RESOLVE_IN_ROOT changes it. */
+    struct {
+      __u64 flags, mode, resolve;
+    } how;
+    if (call->args[3] < sizeof how || read_mem(c, call->args[2], &how, sizeof how)) {
+      if (call_gone(c)) return;
+      return give_up("an openat2 open_how that could not be read");
+    }
+    if (how.resolve & ~(__u64)(0x01 | 0x02 | 0x04 | 0x08 | 0x20)) return give_up("openat2 with RESOLVE_IN_ROOT or an unknown resolve flag");
+  }
+  if (s->kind == RENAME && (call->args[4] & ~(__u64)(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)))
+    return give_up("renameat2 with an unknown flag");
   for (int k = 0; k < 2 && s->path[k] >= 0; k++) {
     unsigned long addr = call->args[s->path[k]];
-    if (!addr) continue;
-    long n = read_string(pid, addr, rel, sizeof rel);
-    if (n < 0) {
-      if (errno == EFAULT || errno == ENAMETOOLONG || errno == ESRCH) continue;
-      return give_up("the plugin's memory could not be read");
-    }
-    if (n == 0) continue; /* AT_EMPTY_PATH: the descriptor itself, opened earlier */
-    const char *p = rel;
-    size_t len = (size_t)n;
-    if (rel[0] != '/') {
-      int dirfd = s->dirfd[k] < 0 ? AT_FDCWD : (int)call->args[s->dirfd[k]];
-      long d = fd_path(pid, dirfd, dir, sizeof dir);
-      if (d < 0) {
-        /* No such descriptor (or task), or one that is no directory: the call fails alike. */
-        if (dirfd != AT_FDCWD && (errno == ENOENT || errno == ENOTDIR)) continue;
-        return give_up("a relative path whose directory could not be named");
+    long n = 0;
+    if (addr || !s->null_is_fd) {
+      n = read_string(c, addr, rel, sizeof rel);
+      if (n < 0) {
+        if (call_gone(c)) return;
+        return give_up(errno == ENAMETOOLONG ? "a path longer than the kernel takes" : "a path the recorder could not read");
       }
-      len = (size_t)snprintf(full, sizeof full, "%s/%s", dir, rel);
-      p = full;
     }
-    record('T', p, len);
-    if (k == 0 && s->moves) record('M', p, len);
+    int dirfd = s->dirfd[k] < 0 ? AT_FDCWD : (int)call->args[s->dirfd[k]];
+    if (n == 0 || rel[0] != '/') {
+      long d = fd_object(c, dirfd, dir, sizeof dir, &is_dir);
+      if (d == -2) return give_up("a path relative to a directory that could not be named");
+      if (d <= 0) continue; /* EBADF, or no file: the call looks nothing up */
+      if (n == 0) {
+        /* AT_EMPTY_PATH (or a NULL path where that means the descriptor): the object itself. */
+        record('T', dir, (size_t)d);
+        if (s->moves) record('M', dir, (size_t)d);
+        continue;
+      }
+      if (!is_dir) continue; /* ENOTDIR */
+    }
+    if (resolve(c, dir, rel, last) < 0) return;
+    int moved = s->moves && (k == 0 || (s->kind == RENAME && (call->args[4] & RENAME_EXCHANGE)));
+    if (moved && last[0]) record('M', last, strlen(last));
   }
 }
 
@@ -297,7 +515,10 @@ static void serve(int listener, int recording) {
     ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
     return;
   }
-  if (recording) on_syscall((pid_t)req.pid, &req.data);
+  if (recording) {
+    struct caller c = {(pid_t)req.pid, 0, listener, req.id};
+    on_syscall(&c, &req.data);
+  }
   resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
   /* ENOENT: the call was interrupted or its task died meanwhile. */
   ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
@@ -396,6 +617,7 @@ int main(int argc, char **argv) {
   static char obuf[1 << 16];
   setvbuf(out, obuf, _IOFBF, sizeof obuf);
   max_paths = atol(argv[3]);
+  fputs(FORMAT "\n", out);
 
   /* Orphaned descendants come to us, so that we know whether any outlive the command. */
   int sp[2];

@@ -44,8 +44,10 @@ test('a kernel older than 5.5 is refused by its version, before the tracer is ru
 
 test('a tracer that exits 0 without a complete record fails the probe (starting is not enough)', async () => {
   assert.equal(await probeTracer(script('silent', 'exit 0'), process.env, dir), 'the record of a trivial command is incomplete: the tracer did not finish');
-  assert.equal(await probeTracer(script('ends', 'echo E > "$2"'), process.env, dir), 'the record of a trivial command misses the path it looked up');
-  assert.equal(await probeTracer(script('unsure', 'echo "X the plugin\'s memory could not be read" > "$2"'), process.env, dir), "the record of a trivial command is incomplete: the plugin's memory could not be read");
+  assert.equal(await probeTracer(script('ends', 'printf "V 2\\nE\\n" > "$2"'), process.env, dir), 'the record of a trivial command misses the path it looked up');
+  assert.equal(await probeTracer(script('unsure', 'printf "V 2\\nX the plugin\'s memory could not be read\\n" > "$2"'), process.env, dir), "the record of a trivial command is incomplete: the plugin's memory could not be read");
+  // A tracer from before V 2 normalized paths lexically: its records are refused.
+  assert.equal(await probeTracer(script('old', 'echo E > "$2"'), process.env, dir), 'the record of a trivial command is incomplete: a trace from another cmp-trace version ("E", expected "V 2")');
   assert.match((await probeTracer(script('fails', 'echo "cmp-trace: exec: seccomp listener: Operation not permitted" >&2; exit 127'), process.env, dir))!, /the tracer failed on a trivial command: cmp-trace: exec: seccomp listener: Operation not permitted/);
   assert.deepEqual(leftovers(), []);
 });

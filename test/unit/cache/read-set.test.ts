@@ -1,0 +1,36 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { shapeOf, stateDigest } from '../../../cmp/cache/read-set.js';
+import type { TreeEntry, TreeIndex } from '../../../cmp/tar/tree-index.js';
+
+/** An index of directories (paths ending in /) and files (all with the same content). */
+function indexOf(paths: string[]): TreeIndex {
+  const entries = new Map<string, TreeEntry>();
+  for (const p of paths) {
+    if (p.endsWith('/')) entries.set(p.slice(0, -1), { path: p.slice(0, -1), type: 'dir', mode: 0o755, size: 0 });
+    else entries.set(p, { path: p, type: 'file', mode: 0o644, size: 1, sha256: 'a'.repeat(64) });
+  }
+  return { entries, simple: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
+}
+
+function keyChanges(reads: { touched: string[]; listed: string[] }, before: string[], after: string[]): boolean {
+  const old = indexOf(before);
+  const shape = shapeOf({ complete: true, ...reads, moved: [] }, old, false)!;
+  return stateDigest(old, shape, false) !== stateDigest(indexOf(after), shape, false);
+}
+
+test('a stat of a directory is keyed by what it reveals: its link count (subdirectories) and size (entries)', () => {
+  const before = ['d/', 'd/a', 'd/s/', 'd/s/x'];
+  const statOfD = { touched: ['d'], listed: [] };
+  assert.ok(keyChanges(statOfD, before, [...before, 'd/t/']), 'a new subdirectory changes the link count');
+  assert.ok(keyChanges(statOfD, before, [...before, 'd/b']), 'a new file changes the size');
+  assert.ok(!keyChanges(statOfD, before, ['d/', 'd/a', 'd/s/', 'd/s/y']), 'deeper changes are not revealed');
+  const statOfRoot = { touched: [''], listed: [] };
+  assert.ok(keyChanges(statOfRoot, before, [...before, 'e/']), 'the work dir itself too');
+});
+
+test('a listing is keyed by entry names and types (getdents gives the type, the link count follows it)', () => {
+  const listing = { touched: [], listed: ['d'] };
+  assert.ok(keyChanges(listing, ['d/', 'd/a'], ['d/', 'd/a/']), 'a file replaced by a directory of the same name');
+  assert.ok(!keyChanges(listing, ['d/', 'd/a'], ['d/', 'd/a']));
+});
