@@ -29,6 +29,11 @@ export interface Technique {
   standaloneOnly?: string;
   /** Only on this architecture (process.arch). */
   arch?: NodeJS.Architecture;
+  /**
+   * A plain read that a working recorder records completely: the test then also requires a
+   * derived value, so that a recorder giving every record up cannot pass the suite.
+   */
+  recorded?: true;
 }
 
 /** A file's content, or an executable file, or a symlink. */
@@ -55,15 +60,16 @@ def out(fd):
 `;
 
 /**
- * Techniques the recorder does not handle yet, with what fails: their tests run as node:test
- * todo (the failure is reported, not fatal), and the randomized differential test leaves their
- * snippets out of its main walk (its todo walk keeps them).
+ * Techniques the recorder does not handle yet (`name`, or `name@mode` for one mode only), with
+ * what fails: their tests run as node:test todo (the failure is reported, not fatal), and the
+ * randomized differential test leaves their snippets out of its main walk (its todo walk keeps
+ * them).
  */
 export const TODO: Record<string, string> = {};
 
 export const TECHNIQUES: Technique[] = [
-  { name: 'sh-redirect', what: 'shell input redirection', lang: 'sh', code: 'read -r v < ../../shared/x; echo "out: $v"' },
-  { name: 'cat', what: 'cat of a relative path', lang: 'sh', code: 'echo "out: $(cat ../../shared/x)"' },
+  { name: 'sh-redirect', what: 'shell input redirection', lang: 'sh', code: 'read -r v < ../../shared/x; echo "out: $v"', recorded: true },
+  { name: 'cat', what: 'cat of a relative path', lang: 'sh', code: 'echo "out: $(cat ../../shared/x)"', recorded: true },
   { name: 'py-open', what: 'python open()', lang: 'py', code: `print('out:', open('../../shared/x').read().strip())` },
   {
     name: 'py-dir-fd',
@@ -498,6 +504,7 @@ int main(void) {
     name: 'readdir-ls',
     what: 'ls of a directory',
     lang: 'sh',
+    recorded: true,
     code: 'echo "out: $(ls ../../shared | tr \'\\n\' \' \')"',
     state: n => ({ 'shared/x': 'v\n', ...Object.fromEntries(Array.from({ length: n }, (_, i) => [`shared/new${i}`, 'y\n'])) }),
   },
@@ -505,6 +512,7 @@ int main(void) {
     name: 'exists-probe',
     what: 'existence probing with test -e / -f / -d',
     lang: 'sh',
+    recorded: true,
     code: 'v=none; [ -e ../../shared/maybe ] && v=exists; [ -f ../../shared/maybe ] && v=file; [ -d ../../shared/maybe ] && v=dir; echo "out: $v"',
     state: n => ({ 'shared/x': 'v\n', ...(n === 1 ? { 'shared/maybe': 'y\n' } : n === 2 ? { 'shared/maybe/z': 'z\n' } : {}) }),
   },
@@ -579,6 +587,11 @@ os.wait()
 print('out:', os.read(fds[0], 100).decode().strip())`,
   },
 ];
+
+/** Why a technique is marked todo in `mode`, if it is. */
+export function todoOf(name: string, mode: string): string | undefined {
+  return TODO[`${name}@${mode}`] ?? TODO[name];
+}
 
 /** Every technique's state `n`, as the repository files (the app dir's marker included). */
 export function stateOf(t: Technique, n: number): Tree {

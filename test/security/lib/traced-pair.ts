@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { startCmp, type CmpServer, type Mode } from '../../e2e/harness.js';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../../helpers/grpc-client.js';
 import { pluginYaml } from '../../helpers/plugin-yaml.js';
-import { fetchListening } from '../../helpers/metrics.js';
+import { fetchListening, scrape } from '../../helpers/metrics.js';
 import { freePort } from '../../helpers/redis-server.js';
 
 const TOKEN = 'read-techniques-token-0123456789abcdef';
@@ -25,6 +25,8 @@ export interface TracedPair {
   generate(tgz: Buffer, app: string): Promise<[unknown, unknown]>;
   /** The traced server's view of `app` once it reflects a generation answered at or after `since` (or stayed the same for a moment). */
   view(app: string, since: number): Promise<View | undefined>;
+  /** The traced proxy's cmp_offload_traced_cache_total by result. */
+  counts(): Promise<{ hit: number; miss: number; fallback: number }>;
   stderr(): string;
   stop(): Promise<void>;
 }
@@ -73,6 +75,11 @@ export async function startPair(mode: Mode, name: string, spec: string, env: Rec
         if (Date.now() - sameSince >= 300) return body;
         if (Date.now() > end) return body;
       }
+    },
+    async counts() {
+      const m = await scrape(port);
+      const n = (result: string) => m.get(`cmp_offload_traced_cache_total{result="${result}"}`) ?? 0;
+      return { hit: n('hit'), miss: n('miss'), fallback: n('fallback') };
     },
     stderr: () => servers.map(s => s.stderr()).join('\n'),
     async stop() {
