@@ -36,9 +36,10 @@ const NAMES = ['f1', 'f2', 'f3'];
 const FILES = [...DIRS.flatMap(d => NAMES.map(n => `${d}/${n}`)), ...APPS.map(a => `apps/${a}/local`)];
 
 /**
- * Snippets: `P` is a file path and `D` a directory path (relative to the app dir), `K` the
- * snippet's number; each sets `v` and prints `sK: "<v>"`. `technique` ties a snippet to the
- * technique it uses (its todo mark leaves it out of the main walk).
+ * Snippets: `@P` is a file path and `@D` a directory path (relative to the app dir), `@R` the
+ * file's path from the repository root, `@N` a name for the target, `@K` the snippet's key; each
+ * sets `v` and prints `@K: "<v>"`. `technique` ties a snippet to the technique it uses (its todo
+ * mark leaves it out of the main walk).
  */
 interface Snippet {
   kind: string;
@@ -50,26 +51,35 @@ interface Snippet {
   needs?: 'py' | 'c';
 }
 
-const PRINT = `printf 'sK: "%s"\\n' "$v"`;
+const PRINT = `printf '@K: "%s"\\n' "$v"`;
 const SNIPPETS: Snippet[] = [
-  { kind: 'cat', technique: 'cat', target: 'file', code: 'v=$(cat P 2>/dev/null) || v=missing' },
-  { kind: 'redirect', technique: 'sh-redirect', target: 'file', code: 'v=missing; { read -r v < P; } 2>/dev/null' },
-  { kind: 'proc-cwd', technique: 'proc-self-cwd-dotdot', target: 'file', code: 'v=$(cat /proc/self/cwd/P 2>/dev/null) || v=missing' },
-  { kind: 'exists', technique: 'exists-probe', target: 'file', code: 'if [ -f P ]; then v=file; elif [ -d P ]; then v=dir; else v=none; fi' },
-  { kind: 'size', technique: 'statx-size', target: 'file', code: 'v=$(stat -c %s P 2>/dev/null) || v=missing' },
-  { kind: 'link-count', technique: 'dir-link-count', target: 'dir', code: 'v=$(stat -c %h D 2>/dev/null) || v=missing' },
-  { kind: 'ls', technique: 'readdir-ls', target: 'dir', code: "v=$(ls D 2>/dev/null | tr '\\n' ' ')" },
-  { kind: 'glob', technique: 'glob', target: 'dir', code: 'v=; for f in D/*; do [ -e "$f" ] && v="$v ${f##*/}"; done' },
+  { kind: 'cat', technique: 'cat', target: 'file', code: 'v=$(cat @P 2>/dev/null) || v=missing' },
+  { kind: 'redirect', technique: 'sh-redirect', target: 'file', code: 'v=missing; { read -r v < @P; } 2>/dev/null' },
+  { kind: 'proc-cwd', technique: 'proc-self-cwd-dotdot', target: 'file', code: 'v=$(cat /proc/self/cwd/@P 2>/dev/null) || v=missing' },
+  { kind: 'exists', technique: 'exists-probe', target: 'file', code: 'if [ -f @P ]; then v=file; elif [ -d @P ]; then v=dir; else v=none; fi' },
+  { kind: 'size', technique: 'statx-size', target: 'file', code: 'v=$(stat -c %s @P 2>/dev/null) || v=missing' },
+  { kind: 'link-count', technique: 'dir-link-count', target: 'dir', code: 'v=$(stat -c %h @D 2>/dev/null) || v=missing' },
+  { kind: 'ls', technique: 'readdir-ls', target: 'dir', code: "v=$(ls @D 2>/dev/null | tr '\\n' ' ')" },
+  { kind: 'glob', technique: 'glob', target: 'dir', code: 'v=; for f in @D/*; do [ -e "$f" ] && v="$v ${f##*/}"; done' },
   {
     kind: 'find',
     technique: 'find',
     target: 'dir',
-    code: `v=$(find D -type f 2>/dev/null | sort | while read -r f; do printf '%s=%s ' "\${f#../../}" "$(cat "$f")"; done)`,
+    code: `v=$(find @D -type f 2>/dev/null | sort | while read -r f; do printf '%s=%s ' "\${f#../../}" "$(cat "$f")"; done)`,
   },
-  { kind: 'hardlink', technique: 'hardlink', target: 'file', code: 'v=missing; ln P "$T/h.$$" 2>/dev/null && { v=$(cat "$T/h.$$"); rm -f "$T/h.$$"; }' },
-  { kind: 'write-only-mapping', technique: 'write-only-mapping', target: 'file', needs: 'c', code: 'v=$("$KIT/write-only-mapping" P 2>/dev/null) || v=missing; v=${v#out: }' },
-  { kind: 'in-root', technique: 'openat2-in-root', target: 'file', needs: 'py', code: 'v=$("$KIT/in-root" R 2>/dev/null) || v=missing' },
-  { kind: 'background', technique: 'background-reader', target: 'file', last: true, code: `( sleep 0.1; v=$(cat P 2>/dev/null) || v=missing; ${PRINT} ) &` },
+  { kind: 'hardlink', technique: 'hardlink', target: 'file', code: 'v=missing; ln @P "$T/h.$$" 2>/dev/null && { v=$(cat "$T/h.$$"); rm -f "$T/h.$$"; }' },
+  { kind: 'write-only-mapping', technique: 'write-only-mapping', target: 'file', needs: 'c', code: 'v=$("$KIT/write-only-mapping" @P 2>/dev/null) || v=missing; v=${v#out: }' },
+  { kind: 'in-root', technique: 'openat2-in-root', target: 'file', needs: 'py', code: 'v=$("$KIT/in-root" @R 2>/dev/null) || v=missing' },
+  { kind: 'toctou', technique: 'toctou-thread', target: 'file', needs: 'c', code: 'v=$("$KIT/toctou-thread" @P 2>/dev/null) || v=missing; v=${v#out: }' },
+  { kind: 'proc-root', technique: 'proc-self-root', target: 'file', code: 'v=$(cat "/proc/self/root$(pwd -P)/@P" 2>/dev/null) || v=missing' },
+  { kind: 'dev-fd', technique: 'dev-fd-dir', target: 'dir', code: 'v=$( { exec 3< @D && cat /dev/fd/3/f1; } 2>/dev/null) || v=missing' },
+  {
+    kind: 'kept-symlink',
+    technique: 'tmp-symlink-kept',
+    target: 'dir',
+    code: '[ -L "$T/@N" ] || ln -s /proc/self/cwd/@D "$T/@N" 2>/dev/null; v=$(cat "$T/@N/f1" 2>/dev/null) || v=missing',
+  },
+  { kind: 'background', technique: 'background-reader', target: 'file', last: true, code: `( sleep 0.1; v=$(cat @P 2>/dev/null) || v=missing; ${PRINT} ) &` },
 ];
 
 /** A kit program for the `in-root` snippet: openat2(RESOLVE_IN_ROOT) of argv[1] under the repository root. */
@@ -93,7 +103,13 @@ function script(app: string, r: () => number, snippets: Snippet[]): string {
     const target = s.target === 'file' ? pick([...FILES, `apps/${app}/local`, `apps/${app}/local`]) : pick([...DIRS, `apps/${app}`]);
     const rel = `../../${target}`;
     lines.push(`# ${s.kind} ${target}`);
-    lines.push(s.code.replaceAll('P', rel).replaceAll('D', rel).replaceAll(' R ', ` /${target} `).replace('sK', `s${k}`) + (s.last ? '' : `\n${PRINT.replace('sK', `s${k}`)}`));
+    const code = s.code
+      .replaceAll('@P', rel)
+      .replaceAll('@D', rel)
+      .replaceAll('@R', `/${target}`)
+      .replaceAll('@N', `k-${target.replaceAll('/', '-')}`)
+      .replaceAll('@K', `s${k}`);
+    lines.push(code + (s.last ? '' : `\n${PRINT.replaceAll('@K', `s${k}`)}`));
   }
   return `${lines.join('\n')}\n`;
 }
@@ -190,7 +206,7 @@ for (const lang of ['py', 'c'] as const) {
 }
 buildKit(
   kit,
-  TECHNIQUES.filter(x => x.name === 'write-only-mapping' && !problems.has('c')),
+  TECHNIQUES.filter(x => ['write-only-mapping', 'toctou-thread'].includes(x.name) && !problems.has('c')),
 );
 if (!problems.has('py')) fs.writeFileSync(path.join(kit, 'in-root'), IN_ROOT, { mode: 0o755 });
 const usable = SNIPPETS.filter(s => !s.needs || !problems.has(s.needs));

