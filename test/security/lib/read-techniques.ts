@@ -635,8 +635,12 @@ export function buildKit(kit: string, techniques: Technique[]): Map<string, stri
     else if (t.lang === 'py') fs.writeFileSync(exe, `#!/usr/bin/env python3\n${t.code}\n`, { mode: 0o755 });
     else {
       fs.writeFileSync(`${exe}.c`, t.code);
-      execFileSync('cc', ['-O1', '-pthread', '-o', exe, `${exe}.c`], { stdio: 'pipe' });
-      fs.chmodSync(exe, 0o755);
+      try {
+        execFileSync('cc', ['-O1', '-pthread', '-o', exe, `${exe}.c`], { stdio: 'pipe' });
+        fs.chmodSync(exe, 0o755);
+      } catch (err) {
+        problems.set(t.name, `cc could not build it: ${String((err as { stderr?: Buffer }).stderr ?? err).trim().split('\n').slice(0, 3).join(' / ')}`);
+      }
     }
   }
   return problems;
