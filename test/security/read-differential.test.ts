@@ -151,19 +151,24 @@ function edit(tree: Tree, r: () => number, snippets: Snippet[]): string[] {
 
 const work = pluginWritableTempDir('cmp-read-diff-');
 const kit = path.join(work, 'kit');
-const scratch = path.join(work, 'tmp');
-fs.mkdirSync(kit, { mode: 0o755 });
-fs.mkdirSync(scratch);
-fs.chmodSync(scratch, 0o1777);
+fs.mkdirSync(kit);
+fs.chmodSync(kit, 0o755);
 after(() => fs.rmSync(work, { recursive: true, force: true }));
 
-const SPEC = `generate:
+/** The plugin runs the app's gen.sh; `$T` is the walk's own scratch dir (see read-techniques.test.ts). */
+function spec(name: string): string {
+  const scratch = path.join(work, `tmp-${name}`);
+  fs.mkdirSync(scratch);
+  fs.chmodSync(scratch, 0o1777);
+  return `generate:
   command: [sh, -c]
   args: [${JSON.stringify(`KIT=${kit} T=${scratch} exec sh ./gen.sh`)}]`;
+}
 
 async function walk(mode: Mode, snippets: Snippet[], t: { diagnostic(m: string): void }): Promise<void> {
   t.diagnostic(`seed ${SEED} (CMP_SECURITY_SEED=${SEED} replays it), ${ROUNDS} rounds, snippets: ${snippets.map(s => s.kind).join(' ')}`);
-  const pair = await startPair(mode, `diff-${mode}-${snippets.length}`, SPEC);
+  const name = `diff-${mode}-${snippets.length}`;
+  const pair = await startPair(mode, name, spec(name));
   const dir = path.join(work, `repo-${mode}-${snippets.length}`);
   const r = rng(SEED);
   const tree: Tree = {};

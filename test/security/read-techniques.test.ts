@@ -30,17 +30,24 @@ import { startPair, type TracedPair, type View } from './lib/traced-pair.js';
 
 const work = pluginWritableTempDir('cmp-read-tech-');
 const kit = path.join(work, 'kit');
-const scratch = path.join(work, 'tmp');
-for (const d of [kit, scratch]) fs.mkdirSync(d, { mode: 0o1777 });
-fs.chmodSync(scratch, 0o1777);
+fs.mkdirSync(kit);
 fs.chmodSync(kit, 0o755);
 const unbuilt = buildKit(kit, TECHNIQUES);
 after(() => fs.rmSync(work, { recursive: true, force: true }));
 
-const SPEC = `preserveFileMode: true
+/**
+ * The plugin: the technique named by the app. Each mode gets its own scratch dir: a symlink one
+ * uid left in a sticky dir is not followed by another (fs.protected_symlinks).
+ */
+function spec(mode: string): string {
+  const scratch = path.join(work, `tmp-${mode}`);
+  fs.mkdirSync(scratch);
+  fs.chmodSync(scratch, 0o1777);
+  return `preserveFileMode: true
 generate:
   command: [sh, -c]
   args: [${JSON.stringify(`KIT=${kit} T=${scratch} exec "${kit}/$ARGOCD_APP_NAME"`)}]`;
+}
 
 /** Files whose content, type or presence differ between two trees (git's changed-file list). */
 function changedFiles(a: Tree, b: Tree): string[] {
@@ -94,7 +101,7 @@ for (const mode of MODES) {
   describe(`read techniques against the traced cache (${mode})`, { concurrency: 4 }, () => {
     let pair: TracedPair;
     before(async () => {
-      pair = await startPair(mode, `tech-${mode}`, SPEC);
+      pair = await startPair(mode, `tech-${mode}`, spec(mode));
     });
     after(async () => {
       await pair?.stop();
