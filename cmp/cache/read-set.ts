@@ -30,7 +30,10 @@ export function shapeOf(reads: Extract<RecordedReads, { complete: true }>, index
   }
   const listed = new Set(reads.listed);
   for (const p of reads.touched) listed.add(p === '' || index.entries.get(p)?.type === 'dir' ? p : parentOf(p));
-  return { touched: [...reads.touched].sort(), listed: [...listed].sort(), revision };
+  // A directory a lookup only passed reveals that it is one: its state as a touched path.
+  const touched = new Set([...reads.touched, ...reads.traversed]);
+  for (const p of reads.traversed) if (p !== '' && index.entries.get(p)?.type !== 'dir') listed.add(parentOf(p));
+  return { touched: [...touched].sort(), listed: [...listed].sort(), revision };
 }
 
 /** A stable name of a shape. */

@@ -48,7 +48,7 @@ export async function readReads(redis: RedisClient, signingKey: Buffer, redisKey
   const v = (await unseal(signingKey, [READS_DOMAIN, redisKey], stored)) as RecordedReads | undefined;
   if (!v || typeof v !== 'object') return undefined;
   if (v.complete === false && typeof v.reason === 'string') return v;
-  const lists = v.complete === true && [v.touched, v.listed, v.moved].every(l => Array.isArray(l) && l.every(p => typeof p === 'string'));
+  const lists = v.complete === true && [v.touched, v.listed, v.moved, v.traversed].every(l => Array.isArray(l) && l.every(p => typeof p === 'string'));
   return lists ? v : undefined;
 }
 

@@ -7,8 +7,10 @@
  * Runs FILE with argv ARGV0 ARG... and the caller's env and cwd, and exits as it did (same
  * code, or the same signal). OUT receives "V 2", then one line per distinct record, path bytes
  * in hex:
- *   T <hex>   a path the kernel looked up for a file syscall (opened, stat'ed, probed, executed,
- *             created, removed; a symlink crossed, a directory left with `..`)
+ *   T <hex>   a path a file syscall acted on (opened, stat'ed, probed, executed, created,
+ *             removed): its metadata counts
+ *   P <hex>   a path the lookup only passed: a symlink crossed, a directory left with `..`
+ *             (its type counts, and a link's target)
  *   L <hex>   a directory whose entries were read
  *   M <hex>   the source of a rename
  *   X <text>  the record cannot be trusted (first reason only)
@@ -53,6 +55,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,6 +100,8 @@ enum kind {
   RENAME,      /* renameat2: two pairs, RENAME_* flags in argument 4 */
   LIST,        /* getdents: the entries of the directory of fd argument 0 */
   CWD,         /* fchdir: no path; the new cwd is read at each later relative call */
+  SOCKADDR,    /* connect, bind, sendto: a sockaddr (argument path[0], length path[1]) */
+  MSGHDR,      /* sendmsg, sendmmsg: the msg_name of each message (vector argument 1, count 2) */
   UNTRACKABLE, /* gives the record up */
 };
 struct spec {
@@ -141,12 +146,21 @@ static const struct spec SPECS[] = {
     {SYS_renameat2, "renameat2", RENAME, {0, 2}, {1, 3}, 1, 0},
     {SYS_linkat, "linkat", PATHS, {0, 2}, {1, 3}, 0, 0},
     {SYS_getdents64, "getdents64", LIST, {0, -1}, {-1, -1}, 0, 0},
+    /* A named unix socket is looked up as a path: connecting to one probes it. */
+    {SYS_connect, "connect", SOCKADDR, {-1, -1}, {1, 2}, 0, 0},
+    {SYS_bind, "bind", SOCKADDR, {-1, -1}, {1, 2}, 0, 0},
+    {SYS_sendto, "sendto", SOCKADDR, {-1, -1}, {4, 5}, 0, 0},
+    {SYS_sendmsg, "sendmsg", MSGHDR, {-1, -1}, {1, -1}, 0, 0},
+    {SYS_sendmmsg, "sendmmsg", MSGHDR, {-1, -1}, {1, 2}, 0, 0},
     /* Links the kernel does not resolve now, new roots and mounts, handles, namespaces, rings,
      * and calls that can look up paths in ways not modelled here. */
     U(symlinkat), U(io_uring_setup), U(io_uring_enter), U(io_uring_register), U(open_by_handle_at),
     U(mount), U(umount2), U(pivot_root), U(chroot), U(fsmount), U(open_tree), U(move_mount),
     U(fspick), U(mount_setattr), U(setns), U(fsopen), U(fsconfig), U(open_tree_attr), U(bpf),
     U(perf_event_open),
+    /* A filter of the plugin's own that notifies would take our notifications (the newest
+     * filter's listener gets them); another process's memory and registers can be rewritten. */
+    U(seccomp), U(ptrace), U(process_vm_writev),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -344,7 +358,7 @@ static int no_symlinks(const char *full) {
 
 /* Records what the kernel looks up for `path` when the caller hands it over relative to the
  * directory `base` (a path from fd_object; unused for an absolute path): every directory left
- * with `..`, every symlink crossed, the last component itself and, when it is a symlink, what
+ * with `..` and every symlink crossed (P), the last component itself and, when it is a symlink, what
  * it leads to. Symlinks are resolved with the real filesystem at the call, as the kernel does:
  * `..` after a link goes up from its target; /proc/self and /proc/thread-self name the caller;
  * a magic link (/proc/<pid>/cwd, fd/N, root, exe, map_files/..., /dev/fd/N through /proc/self)
@@ -374,7 +388,7 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
       continue;
     }
     if (n == 2 && p[0] == '.' && p[1] == '.') {
-      if (len > 1) record('T', cur, len);
+      if (len > 1) record('P', cur, len);
       pop(cur, &len);
       p = rest;
       continue;
@@ -402,7 +416,7 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
       if (!S_ISDIR(st.st_mode) && !final) break; /* ENOTDIR */
       continue;
     }
-    record('T', cur, len);
+    record('P', cur, len);
     if (++links > 40) return give_up("too many symlinks"), -1;
     ssize_t t = readlink(cur, link, sizeof link - 1);
     if (t <= 0) return give_up("a symlink could not be read"), -1;
@@ -435,6 +449,47 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
   return 0;
 }
 
+/* A unix socket address: its path (resolved from the cwd like any path), none for another
+ * family or an abstract name. -1 when given up. */
+static int on_sockaddr(struct caller *c, unsigned long addr, unsigned long len) {
+  static char sa[sizeof(struct sockaddr_un) + 1], dir[PATH_MAX + 1], last[PATH_MAX + 1];
+  if (!addr || len < sizeof(sa_family_t) + 1) return 0; /* no address, or unnamed: no path */
+  if (len > sizeof(struct sockaddr_un)) len = sizeof(struct sockaddr_un); /* the kernel's bound */
+  memset(sa, 0, sizeof sa);
+  if (read_mem(c, addr, sa, len)) {
+    if (call_gone(c)) return 0;
+    return give_up("a socket address the recorder could not read"), -1;
+  }
+  sa_family_t family;
+  memcpy(&family, sa, sizeof family);
+  const char *path = sa + offsetof(struct sockaddr_un, sun_path);
+  if (family != AF_UNIX || !path[0]) return 0;
+  int is_dir = 0;
+  long d = 0;
+  if (path[0] != '/' && (d = fd_object(c, AT_FDCWD, dir, sizeof dir, &is_dir)) <= 0)
+    return give_up("a socket path relative to a cwd that could not be named"), -1;
+  return resolve(c, dir, path, last);
+}
+
+static void on_sockaddrs(struct caller *c, const struct spec *s, const struct seccomp_data *call) {
+  if (s->kind == SOCKADDR) {
+    on_sockaddr(c, call->args[s->path[0]], call->args[s->path[1]]);
+    return;
+  }
+  unsigned long count = s->path[1] < 0 ? 1 : call->args[s->path[1]];
+  if (count > 1024) count = 1024; /* UIO_MAXIOV: the kernel sends no more */
+  /* struct msghdr starts with msg_name, msg_namelen; struct mmsghdr is a msghdr and a length. */
+  size_t stride = s->path[1] < 0 ? sizeof(struct msghdr) : sizeof(struct mmsghdr);
+  for (unsigned long i = 0; i < count; i++) {
+    struct msghdr m;
+    if (read_mem(c, call->args[s->path[0]] + i * stride, &m, sizeof m)) {
+      if (call_gone(c)) return;
+      return give_up("a message header the recorder could not read");
+    }
+    if (on_sockaddr(c, (unsigned long)m.msg_name, m.msg_namelen) < 0) return;
+  }
+}
+
 /* One notified syscall. Recording more than was accessed is safe; less never happens
  * silently: what cannot be modelled gives the record up. */
 static void on_syscall(struct caller *c, const struct seccomp_data *call) {
@@ -456,6 +511,7 @@ static void on_syscall(struct caller *c, const struct seccomp_data *call) {
     else if (n > 0 && is_dir) record('L', dir, (size_t)n);
     return;
   }
+  if (s->kind == SOCKADDR || s->kind == MSGHDR) return on_sockaddrs(c, s, call);
   if (s->kind == OPEN_HOW) {
     /* openat2: RESOLVE_NO_XDEV, _NO_MAGICLINKS, _NO_SYMLINKS, _BENEATH and _CACHED only make
      * the lookup fail where it would otherwise go on; RESOLVE_IN_ROOT changes it. */
@@ -555,42 +611,43 @@ static void bind_one_cpu(pid_t child) {
   sched_setaffinity(child, sizeof one, &one);
 }
 
-/* Pass a descriptor over a unix socket. */
-static int send_fd(int sock, int fd) {
-  char byte = 0, space[CMSG_SPACE(sizeof fd)];
-  struct iovec io = {&byte, 1};
-  struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = space, .msg_controllen = sizeof space};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fd);
-  memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
-}
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
 
-static int recv_fd(int sock) {
-  char byte, space[CMSG_SPACE(sizeof(int))];
-  struct iovec io = {&byte, 1};
-  struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = space, .msg_controllen = sizeof space};
-  if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1) return -1;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-  if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
-  int fd;
-  memcpy(&fd, CMSG_DATA(c), sizeof fd);
+/* The listener the command's side installed, copied from it (Linux 5.6); -1 on failure. */
+static int take_listener(int sock, pid_t child) {
+  int number;
+  if (read(sock, &number, sizeof number) != sizeof number) return -1;
+  int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+  if (pidfd < 0) return -1;
+  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, number, 0);
+  int err = errno;
+  close(pidfd);
+  if (fd < 0) {
+    errno = err;
+    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(err));
+    return -1;
+  }
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
   return fd;
 }
 
-/* The command's side: filter, hand the listener over, wait for the go, exec. Failures before
- * the exec say "cmp-trace: exec:" so that the caller runs the command without us. */
+/* The command's side: filter, tell the listener's number, wait for the go, exec. Failures
+ * before the exec say "cmp-trace: exec:" so that the caller runs the command without us. The
+ * listener is taken with pidfd_getfd, not sent: sendmsg is notified once the filter is in. */
 static void start_command(int sock, char **argv) {
   int listener = install_filter();
-  if (listener < 0 || send_fd(sock, listener)) {
+  if (listener < 0 || write(sock, &listener, sizeof listener) != sizeof listener) {
     fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(errno));
     _exit(127);
   }
-  close(listener);
   char go;
   if (read(sock, &go, 1) != 1) _exit(127);
+  close(listener);
   close(sock);
   execv(argv[0], argv + 1);
   fprintf(stderr, "cmp-trace: exec: %s: %s\n", argv[0], strerror(errno));
@@ -599,7 +656,19 @@ static void start_command(int sock, char **argv) {
 
 static const int PASSED_ON[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE};
 
+/* --decisions: the syscall table as this build decides it, one "NAME NUMBER DECISION" a line
+ * (test/unit/trace/syscall-table.test.ts checks it against the kernel's table). Every number
+ * from the last line's on, and every call of another architecture, gives the record up. */
+static int print_decisions(void) {
+  static const char *const KIND[] = {"path", "openat2", "renameat2", "list", "cwd", "sockaddr", "msghdr", "give-up"};
+  for (size_t i = 0; i < NSPECS; i++)
+    printf("%s %ld %s\n", SPECS[i].name, SPECS[i].nr, SPECS[i].nr == SYS_io_uring_setup ? "refuse" : KIND[SPECS[i].kind]);
+  printf("* %d give-up\n", FIRST_UNKNOWN_NR);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--decisions")) return print_decisions();
   const char *cpus = argc > 1 && strncmp(argv[1], "--cpus=", 7) == 0 ? argv[1] + 7 : NULL;
   if (!cpus || argc < 6 || (strcmp(cpus, "one") && strcmp(cpus, "all"))) {
     fprintf(stderr, "usage: cmp-trace --cpus=one|all OUT MAX_PATHS FILE ARGV0 [ARG...]\n");
@@ -610,10 +679,6 @@ int main(int argc, char **argv) {
     perror("cmp-trace: output");
     return 2;
   }
-  /* Plugin code runs as our uid: non-dumpable, it can neither ptrace us nor open our /proc
-   * files (mem, environ, fd), so it cannot alter the record or the listener. It can still
-   * signal us; killing us only loses its own run's record (no end mark). */
-  prctl(PR_SET_DUMPABLE, 0);
   static char obuf[1 << 16];
   setvbuf(out, obuf, _IOFBF, sizeof obuf);
   max_paths = atol(argv[3]);
@@ -647,11 +712,15 @@ int main(int argc, char **argv) {
     start_command(sp[1], argv + 4);
   }
   close(sp[1]);
+  /* Plugin code runs as our uid: non-dumpable, it can neither ptrace us nor open our /proc
+   * files (mem, environ, fd), so it cannot alter the record or the listener. It can still
+   * signal us; killing us only loses its own run's record (no end mark). */
+  prctl(PR_SET_DUMPABLE, 0);
   /* The group's SIGTERM/SIGINT reach the command too; the tracer outlives it to finish the
    * record, and exits as the command did. */
   for (size_t i = 0; i < sizeof PASSED_ON / sizeof PASSED_ON[0]; i++) signal(PASSED_ON[i], SIG_IGN);
 
-  int listener = recv_fd(sp[0]);
+  int listener = take_listener(sp[0], root);
   if (listener >= 0) ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (__u64)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   if (!strcmp(cpus, "one")) bind_one_cpu(root);
   if (listener >= 0 && write(sp[0], "g", 1) != 1) give_up("the command did not start");

@@ -24,10 +24,11 @@ export interface TraceOptions {
 /**
  * What a run read under its work dir, relative to it (`''` is the work dir itself), or why
  * that is unknown. `touched`: every path given to a file syscall; `listed`: directories whose
- * entries were read; `moved`: rename sources.
+ * entries were read; `moved`: rename sources; `traversed`: paths a lookup only passed through
+ * (a directory left with `..`, a symlink crossed), whose type (and link target) counts.
  */
 export type RecordedReads =
-  | { complete: true; touched: string[]; listed: string[]; moved: string[] }
+  | { complete: true; touched: string[]; listed: string[]; moved: string[]; traversed: string[] }
   | { complete: false; reason: string };
 
 /** How one command is spawned under the tracer. */
@@ -111,16 +112,18 @@ export class ReadRecorder {
       const touched = new Set<string>();
       const listed = new Set<string>();
       const moved = new Set<string>();
+      const traversed = new Set<string>();
       for (const t of this.traces) {
         const raw = await this.parse(t);
         if (raw.incomplete) return { complete: false, reason: raw.incomplete };
         for (const p of raw.touched) addRelative(touched, this.workDir, p);
         for (const p of raw.listed) addRelative(listed, this.workDir, p);
         for (const p of raw.moved) addRelative(moved, this.workDir, p);
+        for (const p of raw.traversed) addRelative(traversed, this.workDir, p);
       }
       // Re-checked after parsing: the watchdog may have fired meanwhile.
       if (this.incomplete) return { complete: false, reason: this.incomplete };
-      return { complete: true, touched: [...touched].sort(), listed: [...listed].sort(), moved: [...moved].sort() };
+      return { complete: true, touched: [...touched].sort(), listed: [...listed].sort(), moved: [...moved].sort(), traversed: [...traversed].sort() };
     } finally {
       await Promise.all(this.traces.map(t => fs.rm(t, { force: true })));
     }
@@ -132,7 +135,7 @@ export class ReadRecorder {
       const lines = createInterface({ input: createReadStream(file), crlfDelay: Infinity });
       for await (const line of lines) parser.line(line);
     } catch (err) {
-      return { touched: new Set(), listed: new Set(), moved: new Set(), incomplete: `trace unreadable: ${(err as Error).message}` };
+      return { touched: new Set(), listed: new Set(), moved: new Set(), traversed: new Set(), incomplete: `trace unreadable: ${(err as Error).message}` };
     }
     return parser.finish();
   }

@@ -11,6 +11,8 @@ export interface RawReads {
   listed: Set<string>;
   /** Sources of renames: a renamed directory hides which of its files were read later. */
   moved: Set<string>;
+  /** Paths a lookup only passed (a directory left with `..`, a symlink crossed): their type counts. */
+  traversed: Set<string>;
   incomplete: string | undefined;
 }
 
@@ -18,13 +20,13 @@ export interface RawReads {
 const FORMAT = 'V 2';
 
 /**
- * Reader of cmp-trace's output (see cmp-trace.c): `V 2` first, then `T|L|M <hex path>` records
+ * Reader of cmp-trace's output (see cmp-trace.c): `V 2` first, then `T|L|M|P <hex path>` records
  * (absolute paths the tracer resolved as the kernel did: no `.`, `..` or symlink aliases left),
  * `X <reason>`, and `E` once every tracee is gone. Feed it lines in order, then call `finish()`. `maxPaths`
  * bounds memory: beyond it the record is incomplete.
  */
 export class TraceRecords {
-  private readonly out: RawReads = { touched: new Set(), listed: new Set(), moved: new Set(), incomplete: undefined };
+  private readonly out: RawReads = { touched: new Set(), listed: new Set(), moved: new Set(), traversed: new Set(), incomplete: undefined };
   private ended = false;
   private started = false;
 
@@ -53,8 +55,9 @@ export class TraceRecords {
       this.out.touched.add(abs);
       if (kind === 'M ') this.out.moved.add(abs);
     } else if (kind === 'L ') this.out.listed.add(abs);
+    else if (kind === 'P ') this.out.traversed.add(abs);
     else return this.fail('unparsed trace line');
-    if (this.out.touched.size + this.out.listed.size > this.maxPaths) this.fail(`more than ${this.maxPaths} paths`);
+    if (this.out.touched.size + this.out.listed.size + this.out.traversed.size > this.maxPaths) this.fail(`more than ${this.maxPaths} paths`);
   }
 
   /** The record; a trace without its end (the tracer was killed) is incomplete. */

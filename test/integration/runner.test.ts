@@ -272,7 +272,7 @@ function lie(kind: string): Buffer {
     case 'twice':
       return Buffer.concat([ok({ kind: 'generate', manifests: ['LIE-TEXT'] }), ok({ kind: 'generate', manifests: ['LIE-TEXT'] })]);
     case 'reads':
-      return ok({ kind: 'generate', manifests: ['LIE-TEXT'] }, { reads: { complete: true, touched: [], listed: [], moved: [] } });
+      return ok({ kind: 'generate', manifests: ['LIE-TEXT'] }, { reads: { complete: true, touched: [], listed: [], moved: [], traversed: [] } });
     case 'stages':
       return ok({ kind: 'generate', manifests: ['LIE-TEXT'] }, { stages: { exec: -1 } });
     case 'oversized': {

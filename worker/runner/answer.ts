@@ -186,14 +186,16 @@ function checkReads(r: unknown, maxPaths: number): RecordedReads {
     return { complete: false, reason: r.reason };
   }
   if (r.complete !== true) throw new ProtocolError('the reads are neither complete nor incomplete');
-  const list = (name: 'touched' | 'listed' | 'moved'): string[] => {
+  // A runner from before `traversed` resolved paths lexically: its record cannot be used.
+  if (r.traversed === undefined) return { complete: false, reason: 'the runner does not report traversed paths (an older version)' };
+  const list = (name: 'touched' | 'listed' | 'moved' | 'traversed'): string[] => {
     const v = r[name];
     if (!isStringArray(v) || v.length > maxPaths || v.some(s => Buffer.byteLength(s) > READ_PATH_MAX_BYTES)) {
       throw new ProtocolError(`the ${name} reads are not a list of at most ${maxPaths} paths`);
     }
     return v;
   };
-  return { complete: true, touched: list('touched'), listed: list('listed'), moved: list('moved') };
+  return { complete: true, touched: list('touched'), listed: list('listed'), moved: list('moved'), traversed: list('traversed') };
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

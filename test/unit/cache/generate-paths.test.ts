@@ -179,7 +179,7 @@ test('soundness: every commit that changes what the run read matches the derived
     const before = randomTree(r);
     const reads = randomReads(r, before);
     const oldIndex = indexOf(before);
-    const shape = shapeOf({ complete: true, ...reads, moved: [] }, oldIndex, false);
+    const shape = shapeOf({ complete: true, ...reads, moved: [], traversed: [] }, oldIndex, false);
     assert.ok(shape);
     const derived = deriveFromShape(shape, root, maxChars);
     assert.ok('value' in derived, JSON.stringify(derived));
@@ -211,7 +211,7 @@ test('a monorepo app: one-file commits elsewhere in the repository refresh it ra
   files.set('README.md', 'x');
   const index = indexOf(files);
   const touched = [...files.keys()].filter(p => p.startsWith('apps/app7/')).concat('base/b1.yaml', 'base/b2.yaml', 'apps/app7/absent.yaml');
-  const shape = shapeOf({ complete: true, touched, listed: ['apps/app7'], moved: [] }, index, false)!;
+  const shape = shapeOf({ complete: true, touched, listed: ['apps/app7'], moved: [], traversed: [] }, index, false)!;
   const derived = deriveFromShape(shape, '');
   assert.ok('value' in derived);
   // base/ is listed as the directory of the files read there (shapeOf's conservative rule).

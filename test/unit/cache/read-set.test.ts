@@ -13,9 +13,9 @@ function indexOf(paths: string[]): TreeIndex {
   return { entries, simple: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
 }
 
-function keyChanges(reads: { touched: string[]; listed: string[] }, before: string[], after: string[]): boolean {
+function keyChanges(reads: { touched: string[]; listed: string[]; traversed?: string[] }, before: string[], after: string[]): boolean {
   const old = indexOf(before);
-  const shape = shapeOf({ complete: true, ...reads, moved: [] }, old, false)!;
+  const shape = shapeOf({ complete: true, traversed: [], ...reads, moved: [] }, old, false)!;
   return stateDigest(old, shape, false) !== stateDigest(indexOf(after), shape, false);
 }
 
@@ -27,6 +27,13 @@ test('a stat of a directory is keyed by what it reveals: its link count (subdire
   assert.ok(!keyChanges(statOfD, before, ['d/', 'd/a', 'd/s/', 'd/s/y']), 'deeper changes are not revealed');
   const statOfRoot = { touched: [''], listed: [] };
   assert.ok(keyChanges(statOfRoot, before, [...before, 'e/']), 'the work dir itself too');
+});
+
+test('a directory a lookup only passed (`..`, a link crossed) counts by its type, not its entries', () => {
+  const before = ['apps/', 'apps/a/', 'apps/a/k', 'base/', 'base/x'];
+  const reads = { touched: ['base/x'], listed: [], traversed: ['apps/a', 'apps'] };
+  assert.ok(!keyChanges(reads, before, [...before, 'apps/README.md']), 'apps/a/../../base/x does not look at the entries of apps');
+  assert.ok(keyChanges(reads, before, ['apps', 'apps/a/', 'apps/a/k', 'base/', 'base/x']), 'apps turned into a file');
 });
 
 test('a listing is keyed by entry names and types (getdents gives the type, the link count follows it)', () => {

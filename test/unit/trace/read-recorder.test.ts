@@ -142,11 +142,21 @@ test('paths are resolved as the kernel resolves them: /proc and /dev/fd aliases,
       ];
       for (const [script, expected] of cases) {
         const r = complete((await run(dir, 'app/sub', script)).reads);
-        for (const p of expected) assert.ok(r.touched.includes(p), `${script}: ${p} in ${JSON.stringify(r.touched)}`);
+        const seen = [...r.touched, ...r.traversed];
+        for (const p of expected) assert.ok(seen.includes(p), `${script}: ${p} in ${JSON.stringify(r)}`);
       }
     } finally {
       fs.rmSync(outside, { recursive: true, force: true });
     }
+  });
+});
+
+test('a named unix socket is a path: connecting to one in the tree is recorded', async () => {
+  await inWorkDir({ 'app/x': 'x' }, async dir => {
+    const script = 'perl -MSocket -e \'socket(S, PF_UNIX, SOCK_STREAM, 0) or die; print connect(S, pack_sockaddr_un("sock")) ? "up" : "down"\'';
+    const { result, reads } = await run(dir, 'app', script);
+    assert.equal(result, 'down');
+    assert.ok(complete(reads).touched.includes('app/sock'), JSON.stringify(reads));
   });
 });
 
