@@ -35,6 +35,7 @@
 #include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <elf.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/magic.h>
@@ -364,12 +365,15 @@ static int no_symlinks(const char *full) {
  * a magic link (/proc/<pid>/cwd, fd/N, root, exe, map_files/..., /dev/fd/N through /proc/self)
  * leads to the object it names when its path names that same object, else the record is given
  * up. `last` receives the last component unfollowed (a rename's source). 0, or -1 given up. */
+static char resolved[PATH_MAX + 1]; /* the object resolve() reached */
+
 static int resolve(struct caller *c, const char *base, const char *path, char *last) {
   static char todo[2 * PATH_MAX + 2], next_todo[2 * PATH_MAX + 2], cur[PATH_MAX + 1], link[PATH_MAX + 1];
   size_t len = 0;
   if (path[0] == '/') snprintf(todo, sizeof todo, "%s", path);
   else if ((size_t)snprintf(todo, sizeof todo, "%s/%s", base, path) >= sizeof todo) return give_up("a path too long to resolve"), -1;
   int walk = !no_symlinks(todo), links = 0;
+  resolved[0] = 0;
   strcpy(cur, "/");
   len = 1;
   last[0] = 0;
@@ -446,7 +450,53 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
     p = todo;
   }
   record('T', cur, len);
+  memcpy(resolved, cur, len + 1);
   return 0;
+}
+
+/* An executed file's interpreters, which the kernel opens itself (no syscall of the caller):
+ * the `#!` line's (looked up from the caller's cwd, up to the kernel's 4 levels of scripts) and
+ * an ELF file's PT_INTERP. `file` is a resolved path. 0, or -1 given up. */
+static int record_interpreters(struct caller *c, const char *file, int depth) {
+  struct stat st;
+  if (depth > 4 || stat(file, &st) || !S_ISREG(st.st_mode)) return 0; /* the exec fails */
+  int fd = open(file, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  static char buf[256], interp[PATH_MAX + 1], dir[PATH_MAX + 1], last[PATH_MAX + 1];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  interp[0] = 0;
+  if (n >= 2 && buf[0] == '#' && buf[1] == '!') {
+    buf[n] = 0;
+    char *p = buf + 2;
+    while (*p == ' ' || *p == '\t') p++;
+    size_t k = strcspn(p, " \t\n");
+    memcpy(interp, p, k);
+    interp[k] = 0;
+  } else if (n >= (ssize_t)sizeof(Elf64_Ehdr) && !memcmp(buf, ELFMAG, SELFMAG) && buf[EI_CLASS] == ELFCLASS64) {
+    Elf64_Ehdr eh;
+    memcpy(&eh, buf, sizeof eh);
+    for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {
+      Elf64_Phdr ph;
+      if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (Elf64_Off)i * eh.e_phentsize)) != (ssize_t)sizeof ph) break;
+      if (ph.p_type != PT_INTERP) continue;
+      if (ph.p_filesz == 0 || ph.p_filesz > PATH_MAX) break;
+      ssize_t got = pread(fd, interp, ph.p_filesz, (off_t)ph.p_offset);
+      interp[got > 0 ? got : 0] = 0;
+      interp[ph.p_filesz - 1] = 0;
+      depth = 4; /* an ELF interpreter is not a script */
+      break;
+    }
+  }
+  close(fd);
+  if (!interp[0]) return 0;
+  int is_dir = 0;
+  if (interp[0] != '/' && fd_object(c, AT_FDCWD, dir, sizeof dir, &is_dir) <= 0)
+    return give_up("an interpreter relative to a cwd that could not be named"), -1;
+  if (resolve(c, dir, interp, last) < 0) return -1;
+  if (!resolved[0]) return 0; /* no file: the exec fails */
+  static char next[PATH_MAX + 1];
+  memcpy(next, resolved, sizeof next);
+  return record_interpreters(c, next, depth + 1);
 }
 
 /* A unix socket address: its path (resolved from the cwd like any path), none for another
@@ -533,7 +583,11 @@ static void on_syscall(struct caller *c, const struct seccomp_data *call) {
       n = read_string(c, addr, rel, sizeof rel);
       if (n < 0) {
         if (call_gone(c)) return;
-        return give_up(errno == ENAMETOOLONG ? "a path longer than the kernel takes" : "a path the recorder could not read");
+        /* EFAULT: a page the kernel may read but we cannot (write-only); EPERM and the like:
+         * no memory of the caller is readable here (the start-up probe reports it). */
+        return give_up(errno == ENAMETOOLONG ? "a path longer than the kernel takes"
+                       : errno == EFAULT     ? "a path the recorder could not read"
+                                             : "the plugin's memory could not be read");
       }
     }
     int dirfd = s->dirfd[k] < 0 ? AT_FDCWD : (int)call->args[s->dirfd[k]];
@@ -545,11 +599,13 @@ static void on_syscall(struct caller *c, const struct seccomp_data *call) {
         /* AT_EMPTY_PATH (or a NULL path where that means the descriptor): the object itself. */
         record('T', dir, (size_t)d);
         if (s->moves) record('M', dir, (size_t)d);
+        if (s->nr == SYS_execveat && record_interpreters(c, dir, 0) < 0) return;
         continue;
       }
       if (!is_dir) continue; /* ENOTDIR */
     }
     if (resolve(c, dir, rel, last) < 0) return;
+    if ((s->nr == SYS_execve || s->nr == SYS_execveat) && record_interpreters(c, resolved, 0) < 0) return;
     int moved = s->moves && (k == 0 || (s->kind == RENAME && (call->args[4] & RENAME_EXCHANGE)));
     if (moved && last[0]) record('M', last, strlen(last));
   }
@@ -611,44 +667,24 @@ static void bind_one_cpu(pid_t child) {
   sched_setaffinity(child, sizeof one, &one);
 }
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-
-/* The listener the command's side installed, copied from it (Linux 5.6); -1 on failure. */
-static int take_listener(int sock, pid_t child) {
-  int number;
-  if (read(sock, &number, sizeof number) != sizeof number) return -1;
-  int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
-  if (pidfd < 0) return -1;
-  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, number, 0);
-  int err = errno;
-  close(pidfd);
-  if (fd < 0) {
-    errno = err;
-    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(err));
-    return -1;
-  }
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
-  return fd;
-}
-
-/* The command's side: filter, tell the listener's number, wait for the go, exec. Failures
- * before the exec say "cmp-trace: exec:" so that the caller runs the command without us. The
- * listener is taken with pidfd_getfd, not sent: sendmsg is notified once the filter is in. */
+/* The command's side, sharing our descriptor table until its exec (CLONE_FILES): filter, tell
+ * the listener's number (it is ours too), wait for the go, exec (which gives it a table of its
+ * own, without the close-on-exec listener and sockets). It closes nothing before: that would
+ * close ours. Sending the listener instead would need sendmsg, which the filter notifies to the
+ * listener not received yet; taking it with pidfd_getfd needs CAP_SYS_PTRACE under the usual
+ * container seccomp profiles. Failures before the exec say "cmp-trace: exec:" so that the caller
+ * runs the command without us. */
 static void start_command(int sock, char **argv) {
   int listener = install_filter();
-  if (listener < 0 || write(sock, &listener, sizeof listener) != sizeof listener) {
-    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(errno));
+  int err = errno;
+  /* Always answered: our end of the socket stays open in the shared table, so the other side
+   * would not see our exit. */
+  if (write(sock, &listener, sizeof listener) != sizeof listener || listener < 0) {
+    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(listener < 0 ? err : errno));
     _exit(127);
   }
   char go;
   if (read(sock, &go, 1) != 1) _exit(127);
-  close(listener);
-  close(sock);
   execv(argv[0], argv + 1);
   fprintf(stderr, "cmp-trace: exec: %s: %s\n", argv[0], strerror(errno));
   _exit(127);
@@ -699,7 +735,7 @@ int main(int argc, char **argv) {
   sigaddset(&chld, SIGCHLD);
   sigaddset(&chld, SIGUSR1);
   sigprocmask(SIG_BLOCK, &chld, NULL);
-  pid_t root = fork();
+  pid_t root = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, 0, 0, 0);
   if (root < 0) {
     perror("cmp-trace: fork");
     return 2;
@@ -708,10 +744,8 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_UNBLOCK, &chld, NULL);
     /* If the tracer dies, its notifications would fail with ENOSYS: end the command too. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    close(sp[0]);
     start_command(sp[1], argv + 4);
   }
-  close(sp[1]);
   /* Plugin code runs as our uid: non-dumpable, it can neither ptrace us nor open our /proc
    * files (mem, environ, fd), so it cannot alter the record or the listener. It can still
    * signal us; killing us only loses its own run's record (no end mark). */
@@ -720,11 +754,12 @@ int main(int argc, char **argv) {
    * record, and exits as the command did. */
   for (size_t i = 0; i < sizeof PASSED_ON / sizeof PASSED_ON[0]; i++) signal(PASSED_ON[i], SIG_IGN);
 
-  int listener = take_listener(sp[0], root);
+  int listener = -1;
+  if (read(sp[0], &listener, sizeof listener) != sizeof listener) listener = -1;
   if (listener >= 0) ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (__u64)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   if (!strcmp(cpus, "one")) bind_one_cpu(root);
   if (listener >= 0 && write(sp[0], "g", 1) != 1) give_up("the command did not start");
-  close(sp[0]);
+  /* Both ends stay open: until its exec, the command reads the go from the shared table. */
   if (listener < 0) give_up("no seccomp listener");
   int chldfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (chldfd < 0) {

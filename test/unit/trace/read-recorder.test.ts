@@ -151,6 +151,19 @@ test('paths are resolved as the kernel resolves them: /proc and /dev/fd aliases,
   });
 });
 
+test('an executed file\'s interpreters, which the kernel opens itself, are recorded', async () => {
+  await inWorkDir({ 'app/x': 'x' }, async dir => {
+    // An ELF interpreter in the tree: the kernel maps it, nothing of the caller opens it.
+    fs.copyFileSync('/bin/echo', path.join(dir, 'app/interp'));
+    fs.chmodSync(path.join(dir, 'app/interp'), 0o755);
+    fs.writeFileSync(path.join(dir, 'app/tool'), `#!${dir}/app/interp\n`, { mode: 0o755 });
+    const { result, reads } = await run(dir, 'app', './tool');
+    assert.equal(result, './tool');
+    const r = complete(reads);
+    assert.ok(r.touched.includes('app/tool') && r.touched.includes('app/interp'), JSON.stringify(r.touched));
+  });
+});
+
 test('a named unix socket is a path: connecting to one in the tree is recorded', async () => {
   await inWorkDir({ 'app/x': 'x' }, async dir => {
     const script = 'perl -MSocket -e \'socket(S, PF_UNIX, SOCK_STREAM, 0) or die; print connect(S, pack_sockaddr_un("sock")) ? "up" : "down"\'';

@@ -37,9 +37,9 @@ test('a tracer that does not exist, is not executable or is a directory: said be
   assert.match((await probeTracer(dir, process.env, dir))!, /is not a file/);
 });
 
-test('a kernel older than 5.6 is refused by its version, before the tracer is run', async () => {
-  assert.equal(await probeTracer(BUILT_TRACER, process.env, dir, '5.5.19-150-generic'), 'Linux 5.5.19-150-generic is older than 5.6 (seccomp user notifications that let the call continue, pidfd_getfd)');
-  assert.equal(await probeTracer(BUILT_TRACER, process.env, dir, '5.6.0'), undefined);
+test('a kernel older than 5.5 is refused by its version, before the tracer is run', async () => {
+  assert.equal(await probeTracer(BUILT_TRACER, process.env, dir, '5.4.0-150-generic'), 'Linux 5.4.0-150-generic is older than 5.5 (seccomp user notifications that let the call continue)');
+  assert.equal(await probeTracer(BUILT_TRACER, process.env, dir, '5.5.0'), undefined);
 });
 
 test('a tracer that exits 0 without a complete record fails the probe (starting is not enough)', async () => {
