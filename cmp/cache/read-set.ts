@@ -19,14 +19,15 @@ const SHAPE_VERSION = 'cmp-offload/shape/v2';
 /**
  * The shape of a completely recorded run over the tree it ran on, or undefined when the record
  * cannot be trusted for this tree: a renamed directory (its files were then read under other
- * names). Conservative rule of the issue: the directory containing each touched path that is
+ * names), or a renamed symlink (lookups through it, a concurrent one too, changed). Conservative rule of the issue: the directory containing each touched path that is
  * not itself a directory counts as listed, so a new file next to a probed one invalidates. A
  * touched directory counts as listed itself: its metadata reveals its entries (the link count
  * is 2 + its subdirectories, the size grows with its entries), not only that it is one.
  */
 export function shapeOf(reads: Extract<RecordedReads, { complete: true }>, index: TreeIndex, revision: boolean): Shape | undefined {
   for (const m of reads.moved) {
-    if (m === '' || index.entries.get(m)?.type === 'dir') return undefined;
+    const type = index.entries.get(m)?.type;
+    if (m === '' || type === 'dir' || type === 'symlink') return undefined;
   }
   const listed = new Set(reads.listed);
   for (const p of reads.touched) listed.add(p === '' || index.entries.get(p)?.type === 'dir' ? p : parentOf(p));

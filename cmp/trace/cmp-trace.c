@@ -12,7 +12,7 @@
  *   P <hex>   a path the lookup only passed: a symlink crossed, a directory left with `..`
  *             (its type counts, and a link's target)
  *   L <hex>   a directory whose entries were read
- *   M <hex>   the source of a rename
+ *   M <hex>   the source or destination of a rename
  *   X <text>  the record cannot be trusted (first reason only)
  *   E         written last, when the command has exited
  * The rule: a record is complete or given up (X). Every path is resolved here as the kernel
@@ -311,6 +311,13 @@ static long fd_object(const struct caller *c, int fd, char *buf, size_t cap, int
   buf[n] = 0;
   if (n == 0) return -2;
   if (buf[0] != '/') return strchr(buf, ':') ? 0 : -2;
+  /* The cwd's path names it unless it was removed: no mount, chroot or setns of the caller
+   * went unseen (they give the record up). A descriptor may come from anywhere. */
+  static const char DELETED[] = " (deleted)";
+  if (fd == AT_FDCWD && !((size_t)n >= sizeof DELETED - 1 && !strcmp(buf + n - (sizeof DELETED - 1), DELETED))) {
+    *is_dir = 1;
+    return n;
+  }
   struct stat obj, named;
   if (stat(link, &obj)) return errno == ENOENT && fd != AT_FDCWD ? -1 : -2;
   if ((stat(buf, &named) || named.st_dev != obj.st_dev || named.st_ino != obj.st_ino) &&
@@ -562,6 +569,11 @@ static void on_syscall(struct caller *c, const struct seccomp_data *call) {
     return;
   }
   if (s->kind == SOCKADDR || s->kind == MSGHDR) return on_sockaddrs(c, s, call);
+  if (s->kind == CWD) {
+    /* Later relative calls trust the cwd's path (fd_object): the descriptor must name it. */
+    if (fd_object(c, (int)call->args[0], dir, sizeof dir, &is_dir) == -2) give_up("a cwd set from a descriptor that could not be named");
+    return;
+  }
   if (s->kind == OPEN_HOW) {
     /* openat2: RESOLVE_NO_XDEV, _NO_MAGICLINKS, _NO_SYMLINKS, _BENEATH and _CACHED only make
      * the lookup fail where it would otherwise go on; RESOLVE_IN_ROOT changes it. */
@@ -606,8 +618,9 @@ static void on_syscall(struct caller *c, const struct seccomp_data *call) {
     }
     if (resolve(c, dir, rel, last) < 0) return;
     if ((s->nr == SYS_execve || s->nr == SYS_execveat) && record_interpreters(c, resolved, 0) < 0) return;
-    int moved = s->moves && (k == 0 || (s->kind == RENAME && (call->args[4] & RENAME_EXCHANGE)));
-    if (moved && last[0]) record('M', last, strlen(last));
+    /* Both ends of a rename: a directory or symlink renamed over or away changes what later
+     * lookups (and a concurrent one) resolve to. */
+    if (s->moves && last[0]) record('M', last, strlen(last));
   }
 }
 

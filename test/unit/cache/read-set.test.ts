@@ -36,6 +36,15 @@ test('a directory a lookup only passed (`..`, a link crossed) counts by its type
   assert.ok(keyChanges(reads, before, ['apps', 'apps/a/', 'apps/a/k', 'base/', 'base/x']), 'apps turned into a file');
 });
 
+test('a renamed directory or symlink (either end of the rename) leaves no shape', () => {
+  const index: TreeIndex = indexOf(['d/', 'd/a', 'f']);
+  (index.entries as Map<string, TreeEntry>).set('l', { path: 'l', type: 'symlink', mode: 0o777, size: 0, linkTarget: 'd' });
+  const shape = (moved: string[]) => shapeOf({ complete: true, touched: [], listed: [], traversed: [], moved }, index, false);
+  assert.equal(shape(['d']), undefined);
+  assert.equal(shape(['l']), undefined, 'lookups through l (one running at the same time too) changed');
+  assert.ok(shape(['f']));
+});
+
 test('a listing is keyed by entry names and types (getdents gives the type, the link count follows it)', () => {
   const listing = { touched: [], listed: ['d'] };
   assert.ok(keyChanges(listing, ['d/', 'd/a'], ['d/', 'd/a/']), 'a file replaced by a directory of the same name');
