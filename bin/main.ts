@@ -1,3 +1,5 @@
+import { asksHelp, helpOf, isCommand, versionLine } from './help.js';
+
 const USAGE = `usage: cmp-offload <command> [flags]
 
 commands:
@@ -10,6 +12,8 @@ commands:
   generate  pack a directory like the repo-server and call GenerateManifest
   match     ... MatchRepository
   params    ... GetParametersAnnouncement
+
+cmp-offload <command> --help shows a command's flags, settings and an example; --version the version.
 `;
 
 /**
@@ -19,6 +23,14 @@ commands:
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
+    if (command === '--version' || (command !== undefined && isCommand(command) && rest[0] === '--version')) {
+      process.stdout.write(versionLine());
+      return 0;
+    }
+    if (command !== undefined && isCommand(command) && asksHelp(rest)) {
+      process.stdout.write(await helpOf(command));
+      return 0;
+    }
     switch (command) {
       case 'proxy':
         return await (await import('../proxy/main.js')).runProxy(rest);

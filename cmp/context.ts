@@ -14,6 +14,18 @@ export interface Ctx {
    * runner set none: their trace travels in AsyncLocalStorage.
    */
   readonly trace?: RequestTrace;
+  /** Told of the plugin process trees the request starts (standalone's tamper rule, run-watch.ts). */
+  readonly trees?: TreeWatch;
+}
+
+/** Told when a plugin command's process tree starts, and when it is gone. */
+export interface TreeWatch {
+  started(): void;
+  /**
+   * Once per started tree. `clean`: its cmp-reap exited by itself, so every process of the tree
+   * has exited; false: a process may have escaped (its cmp-reap was killed, or there is none).
+   */
+  ended(clean: boolean): void;
 }
 
 /** Argo's cmpTimeoutBuffer: the server gives up 100 ms before the caller's deadline. */

@@ -45,6 +45,15 @@ export function wrap(prefix: string, err: unknown): CmpError {
 }
 
 /**
+ * grpc-js's own refusal of a response over grpc.max_send_message_length (ARGOCD_GRPC_MAX_SIZE_MB),
+ * `bytes` counting the 5-byte message prefix. The splitter gives it for manifests it stops
+ * building at the limit, so that such an answer reads the same however it got too large.
+ */
+export function sentMessageTooLarge(bytes: number, max: number): CmpError {
+  return new CmpError(`Sent message larger than max (${bytes} vs. ${max})`, Status.RESOURCE_EXHAUSTED);
+}
+
+/**
  * The errors cmp-offload adds to Argo's (Argo's own texts are reproduced where Argo produces them,
  * see cmp-contract.md). One entry per error: its gRPC status and its text. The README's error
  * table lists the same entries; a test keeps the two in step.
@@ -168,6 +177,10 @@ export const OUR_ERRORS = {
   extractionCrashed: {
     code: Status.INTERNAL,
     text: (detail: string) => `extraction worker failed: ${detail}`,
+  },
+  splitFailed: {
+    code: Status.INTERNAL,
+    text: (detail: string) => `cmp-offload: the plugin's output could not be split: ${detail}`,
   },
 } as const;
 

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import http2 from 'node:http2';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
@@ -17,6 +18,7 @@ import {
 import { addHealthService, HEALTH_PROTO_DIR } from './health.js';
 import { decodeAppStreamRequest } from './ingest/decode-request.js';
 import { streamingRpc, type StreamingRpcDeps } from './rpc/streaming-rpc.js';
+import { preparedOf } from '../cmp/split/prepared.js';
 
 /** proto/ at the repo root, from proxy/ in the sources or dist/proxy/ once compiled. */
 function protoDir(): string {
@@ -29,7 +31,12 @@ const generated = ConfigManagementPluginServiceService;
 /** The CMP service with the streaming RPCs' file chunks decoded without copies (decode-request.ts). */
 const CMP_SERVICE = {
   ...generated,
-  generateManifest: { ...generated.generateManifest, requestDeserialize: decodeAppStreamRequest },
+  generateManifest: {
+    ...generated.generateManifest,
+    requestDeserialize: decodeAppStreamRequest,
+    // Manifests prepared off the loop (a split or result thread) carry their encoding already.
+    responseSerialize: (r: ManifestResponse) => preparedOf(r.manifests)?.encoded ?? generated.generateManifest.responseSerialize(r),
+  },
   matchRepository: { ...generated.matchRepository, requestDeserialize: decodeAppStreamRequest },
   getParametersAnnouncement: { ...generated.getParametersAnnouncement, requestDeserialize: decodeAppStreamRequest },
 };
@@ -43,6 +50,7 @@ export function buildGrpcServer(deps: StreamingRpcDeps): grpc.Server {
   const server = new grpc.Server({
     'grpc.max_receive_message_length': max,
     'grpc.max_send_message_length': max,
+    interceptors: [statusWithinPeerLimit],
   });
   const config = deps.engine.config;
   server.addService(CMP_SERVICE, {
@@ -68,6 +76,32 @@ export function buildGrpcServer(deps: StreamingRpcDeps): grpc.Server {
   const contract = protoLoader.loadFileDescriptorSetFromBuffer(fs.readFileSync(path.join(protoDir(), 'descriptor.binpb')), loaderOptions);
   new ReflectionService({ ...contract, ...health }).addToServer(server);
   return server;
+}
+
+/**
+ * grpc-go's rule for a status the client said it cannot receive: when the trailers (name + value
+ * + 32 bytes per field, RFC 7541) exceed the SETTINGS_MAX_HEADER_LIST_SIZE the client announced,
+ * the stream is reset with INTERNAL instead. A client announcing no limit (the repo-server's
+ * grpc-go client, Node's default) gets every status whole, as from Argo's server.
+ */
+const statusWithinPeerLimit: grpc.ServerInterceptor = (_method, call) =>
+  new grpc.ServerInterceptingCall(call, {
+    sendStatus(status, next) {
+      // grpc-js's innermost call holds the HTTP/2 stream (no public accessor).
+      const stream = (call as unknown as { stream?: http2.ServerHttp2Stream }).stream;
+      const limit = stream?.session?.remoteSettings.maxHeaderListSize;
+      if (stream && limit !== undefined && statusHeaderListBytes(status) > limit) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      next(status);
+    },
+  });
+
+/** The header list of a trailers-only status as grpc-js sends it, counted as RFC 7541 does. */
+function statusHeaderListBytes(status: { code: number; details?: string; metadata?: grpc.Metadata | null }): number {
+  const field = (name: string, value: string) => name.length + Buffer.byteLength(value) + 32;
+  let n = field(':status', '200') + field('content-type', 'application/grpc+proto') + field('grpc-status', String(status.code));
+  n += field('grpc-message', encodeURI(status.details ?? ''));
+  for (const [k, v] of Object.entries(status.metadata?.toHttp2Headers() ?? {})) n += field(k, String(v));
+  return n;
 }
 
 /**

@@ -3,6 +3,7 @@ import fs from 'node:fs/promises';
 import * as grpc from '@grpc/grpc-js';
 import { discoveryConfigured, pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
 import { terminateAll } from '../cmp/exec/process-groups.js';
+import { becomeNonDumpable } from '../cmp/exec/no-dump.js';
 import { usableReaper } from '../cmp/exec/reaper.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
@@ -48,6 +49,9 @@ export async function runProxy(argv: string[]): Promise<number> {
   }
   const { log, engine } = started;
   const { options } = engine;
+  // Standalone: plugin commands run as this uid; keep them out of this process's memory (the cache).
+  const dumpable = options.redis ? undefined : becomeNonDumpable();
+  if (dumpable) log.warn({ reason: dumpable }, 'plugin commands can read this process\'s memory where the kernel lets a process trace another of its uid');
   let front: Front | undefined;
   let failed = false;
   const stopSignal = untilStopSignal(log, '', () => ({ inflight: front?.inflight() ?? 0 }));
@@ -68,7 +72,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   const specDigest = pluginSpecDigest(engine.config);
   const dispatcher: Dispatcher = options.redis
     ? new QueueDispatcher({ engine, pluginName, specDigest, log })
-    : new LocalDispatcher(engine);
+    : new LocalDispatcher(engine, log);
   // Standalone: find out now whether cmp-reap works, not in the first request's path.
   if (!options.redis) void usableReaper();
   // Standalone: this process runs the traced commands. Whether the recorder works is found out

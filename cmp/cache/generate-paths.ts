@@ -12,11 +12,19 @@ export const GENERATE_PATHS_ANNOTATION = 'argocd.argoproj.io/manifest-generate-p
 export const GENERATE_PATHS_MAX_CHARS = 2048;
 
 /**
- * Characters an entry must not hold: Argo splits the value at `;`, and `filepath.Match` reads
- * `*?[\` as pattern syntax, so such a name matches itself only through Argo's literal equality
- * and prefix tests (and other files as a pattern). Its parent directory has no such doubt.
+ * Characters a component of an entry must not hold: Argo splits the value at `;`; `filepath.Match`
+ * reads `*?[\` as pattern syntax, so such a name matches itself only through Argo's literal
+ * equality and prefix tests (and other files as a pattern); control characters have no place in
+ * an annotation; U+FFFD stands for bytes that were not UTF-8, whose real name is unknown. Its
+ * parent directory has no such doubt.
  */
-const UNSAFE = /[*?[\\;]/;
+const UNSAFE = /[*?[\\;\u0000-\u001f\u007f\ufffd]/;
+
+/**
+ * Whitespace at either end of a component (Go's unicode.IsSpace: `\s` and U+0085): newer Argo
+ * CD trims each entry (strings.TrimSpace), which would cut it off an entry that ends with it.
+ */
+const EDGE_SPACE = /^[\s\u0085]|[\s\u0085]$/;
 
 /** The annotation's value, or why there is none. */
 export type Derivation = { value: string } | { reason: string };
@@ -62,16 +70,25 @@ export function deriveFromShape(shape: Shape, root: string, maxChars = GENERATE_
 
 /**
  * An annotation value that matches, under Argo CD's rule, every changed file that is one of
- * `paths` or lies under one of them (paths relative to the repository root, `''` = the root):
- * root-relative entries, sorted, `;`-separated. A path with pattern characters becomes its
- * nearest clean ancestor; entries under another entry go (they match nothing more); while the
- * value is longer than `maxChars`, the deepest entries are replaced by their directories, the
- * groups saving most first, down to `/`, which matches everything.
+ * `paths` or lies under one of them (paths relative to the repository root, `''` = the root),
+ * however Argo learns of it: as the name itself (webhook payloads) or as `git diff --name-only`
+ * prints it, C-quoted when git quotes it (see gitQuoted). Each entry appears as itself and as
+ * git's quoted form opened (`"apps/web`: the directory of every quoted file under it, which is
+ * how Argo's prefix test sees them), and, when git quotes the entry itself, closed
+ * (`"shared/v\303\244rden.yaml"`, matched by equality). A path with characters an entry cannot
+ * hold becomes its nearest clean ancestor; entries under another entry go (they match nothing
+ * more); while the value is longer than `maxChars`, the deepest entries are replaced by their
+ * directories, the groups saving most first, down to `/`, which matches everything.
  */
 export function generatePathsValue(paths: Iterable<string>, maxChars = GENERATE_PATHS_MAX_CHARS): string {
   let entries = withoutCovered([...paths].map(safeAncestor));
-  // Each entry costs its text, its leading `/` and a `;` (one `;` fewer than entries).
-  const cost = (e: string) => e.length + 2;
+  // Each form costs its text, its leading `/` and a `;` (one `;` fewer than forms).
+  const costs = new Map<string, number>();
+  const cost = (e: string) => {
+    let c = costs.get(e);
+    if (c === undefined) costs.set(e, (c = formsOf(e).reduce((n, f) => n + f.length + 2, 0)));
+    return c;
+  };
   let length = [...entries].reduce((n, e) => n + cost(e), -1);
   for (let depth = maxDepth(entries); length > maxChars && depth > 0; depth--) {
     const groups = new Map<string, string[]>();
@@ -92,13 +109,64 @@ export function generatePathsValue(paths: Iterable<string>, maxChars = GENERATE_
     }
     if (entries.has('')) entries = new Set(['']);
   }
-  return [...entries].sort().map(e => `/${e}`).join(';');
+  return [...entries]
+    .flatMap(formsOf)
+    .sort()
+    .map(f => `/${f}`)
+    .join(';');
+}
+
+/**
+ * The entry texts (without the leading `/`) that stand for `e`: itself, and git's quoted forms,
+ * with core.quotePath (git's default) and without (bytes from 0x80 as they are).
+ */
+function formsOf(e: string): string[] {
+  if (e === '') return [''];
+  const forms = new Set([e]);
+  for (const body of [gitQuotedBody(e), gitQuotedBody(e, false)]) {
+    forms.add(`"${body}`);
+    if (body !== e) forms.add(`"${body}"`);
+  }
+  return [...forms];
+}
+
+/** Escapes of git's C-quoting (quote_c_style) other than octal. */
+const SHORT_ESCAPES: Record<number, string> = { 0x07: 'a', 0x08: 'b', 0x09: 't', 0x0a: 'n', 0x0b: 'v', 0x0c: 'f', 0x0d: 'r', 0x22: '"', 0x5c: '\\' };
+
+/**
+ * `p` between the quotes git prints it in, or `p` itself when git prints it as it is. Git
+ * quotes a name holding a control character, DEL, `"` or `\` and, with core.quotePath (its
+ * default, `quotePath`), a byte from 0x80; it escapes each such byte alone (octal unless it has
+ * a short escape), so the quoted form of a path begins with that of each of its ancestors.
+ */
+export function gitQuotedBody(p: string, quotePath = true): string {
+  const bytes = Buffer.from(p, 'utf8');
+  const quote = (b: number) => needsQuote(b) || (quotePath && b >= 0x80);
+  if (!bytes.some(quote)) return p;
+  const out: number[] = [];
+  for (const b of bytes) {
+    if (!quote(b)) out.push(b);
+    else if (SHORT_ESCAPES[b] !== undefined) out.push(0x5c, SHORT_ESCAPES[b]!.charCodeAt(0));
+    else out.push(0x5c, ...Buffer.from(b.toString(8).padStart(3, '0')));
+  }
+  return Buffer.from(out).toString('utf8');
+}
+
+/** `p` as `git diff --name-only` prints it (without -z): quoted in `"` when it must be. */
+export function gitQuoted(p: string, quotePath = true): string {
+  const body = gitQuotedBody(p, quotePath);
+  return body === p ? p : `"${body}"`;
+}
+
+/** Bytes git quotes whatever core.quotePath says. */
+function needsQuote(b: number): boolean {
+  return b < 0x20 || b === 0x22 || b === 0x5c || b === 0x7f;
 }
 
 /** `p` or its nearest ancestor without characters a literal entry cannot hold. */
 function safeAncestor(p: string): string {
   const parts = p.split('/');
-  const bad = parts.findIndex(part => UNSAFE.test(part) || part === '' || part === '.' || part === '..');
+  const bad = parts.findIndex(part => UNSAFE.test(part) || EDGE_SPACE.test(part) || part === '' || part === '.' || part === '..');
   return p === '' || bad < 0 ? p : parts.slice(0, bad).join('/');
 }
 

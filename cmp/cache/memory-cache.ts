@@ -1,4 +1,5 @@
 import type { PluginResult } from '../plugin/request.js';
+import { preparedOf } from '../split/prepared.js';
 
 interface Entry<V> {
   value: V;
@@ -83,6 +84,11 @@ export class MemoryCache extends ByteLru<PluginResult> {
 }
 
 function approximateSize(value: PluginResult): number {
-  if (value.kind === 'generate') return value.manifests.reduce((n, m) => n + m.length * 2 + 16, 64);
+  if (value.kind === 'generate') {
+    // Prepared off the loop: no pass over a million strings here, and the encoding it keeps counts too.
+    const prepared = preparedOf(value.manifests);
+    if (prepared) return 2 * prepared.bytes + 16 * value.manifests.length + prepared.encoded.length + 64;
+    return value.manifests.reduce((n, m) => n + m.length * 2 + 16, 64);
+  }
   return JSON.stringify(value).length * 2;
 }

@@ -1,3 +1,4 @@
+import { status as Status } from '@grpc/grpc-js';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,7 +12,7 @@ import type { PluginResult, RpcKind } from '../plugin/request.js';
 import { packDirectory } from '../tar/pack.js';
 import type { EnvEntry } from '../../proto/generated/cmpserver/plugin/plugin.js';
 import { CLIENT_USAGE, parseClientArgs, UsageError, type ClientArgs, type ClientKind } from './client-args.js';
-import { connectPlugin, grpcMaxMessageBytes } from './connect.js';
+import { announceReceivableHeaders, connectPlugin, grpcMaxMessageBytes, RECEIVABLE_HEADER_LIST_BYTES } from './connect.js';
 import { announcementsAsJson, manifestsAsJson, manifestsAsYaml, matchLine } from './print-result.js';
 import { buildRepoServerEnv } from './repo-server-env.js';
 import { formatRpcError, type RpcOutcome } from './rpc-status.js';
@@ -62,6 +63,13 @@ export async function runClientCommand(kind: ClientKind, argv: string[], io: Cli
         : await callLocal(kind, args.target.configDirPath, payload, deadline, { ...env, ARGOCD_CMP_WORKDIR: tmp });
     if ('code' in outcome) {
       io.stderr.write(`${formatRpcError(outcome.code, outcome.details)}\n`);
+      if (outcome.code === Status.INTERNAL && outcome.details.startsWith('Received RST_STREAM with code 2')) {
+        io.stderr.write(
+          `cmp-offload ${kind}: the server reset the call; it does so when the call's status does not fit the ` +
+            `${RECEIVABLE_HEADER_LIST_BYTES} bytes of headers this client can receive (a long plugin stderr, say); ` +
+            `Argo's repo-server receives such a status whole\n`,
+        );
+      }
       return 1;
     }
     io.stdout.write(render(outcome.value, args.output));
@@ -129,6 +137,7 @@ async function callSocket(
   deadline: number | undefined,
   env: Record<string, string | undefined>,
 ): Promise<RpcOutcome<PluginResult>> {
+  announceReceivableHeaders();
   const client = connectPlugin(socket, { maxMessageBytes: grpcMaxMessageBytes(env) });
   const options = { chunkSize, deadline };
   try {

@@ -1,3 +1,4 @@
+import http2 from 'node:http2';
 import path from 'node:path';
 import { credentials } from '@grpc/grpc-js';
 import { ConfigManagementPluginServiceClient } from '../../proto/generated/cmpserver/plugin/plugin.js';
@@ -40,4 +41,29 @@ export function connectPlugin(socketPath: string, options: ConnectOptions = {}):
     'grpc.keepalive_permit_without_calls': 0,
     ...(options.ownConnection ? { 'grpc.use_local_subchannel_pool': 1 } : {}),
   });
+}
+
+/**
+ * The header list this process's HTTP/2 clients can receive: Node's nghttp2 cannot decode a
+ * header field whose encoded form passes 64 KiB, and when a status message does (a plugin's long
+ * stderr), it drops the connection without telling grpc-js, whose call then hangs until its
+ * keepalive gives up (~40 s, `Connection dropped`).
+ */
+export const RECEIVABLE_HEADER_LIST_BYTES = 65535;
+let announced = false;
+
+/**
+ * Make every HTTP/2 client session of this process announce RECEIVABLE_HEADER_LIST_BYTES as its
+ * SETTINGS_MAX_HEADER_LIST_SIZE (grpc-js has no option for it; Node announces no limit by
+ * default). A server that honours the setting, as grpc-go's and ours do, then resets a call whose
+ * status would not fit (INTERNAL) at once. For the client command only: it changes the process.
+ */
+export function announceReceivableHeaders(): void {
+  if (announced) return;
+  announced = true;
+  const connect = http2.connect;
+  http2.connect = ((authority: string | URL, options?: http2.ClientSessionOptions | ((...a: unknown[]) => void), listener?: (...a: unknown[]) => void) => {
+    if (typeof options === 'function') return connect(authority, { settings: { maxHeaderListSize: RECEIVABLE_HEADER_LIST_BYTES } }, options);
+    return connect(authority, { ...options, settings: { maxHeaderListSize: RECEIVABLE_HEADER_LIST_BYTES, ...options?.settings } }, listener);
+  }) as typeof http2.connect;
 }

@@ -64,7 +64,11 @@ export interface Options {
   };
   /** CMP_OFFLOAD_INDEX_MEMO_BYTES: memory for the tree indexes of tarballs ingested lately (proxy). */
   indexMemoBytes: number;
-  /** CMP_OFFLOAD_SPOOL_KEEP_BYTES: disk for copies of tarballs received lately that no request holds (proxy). */
+  /**
+   * CMP_OFFLOAD_SPOOL_KEEP_BYTES: disk for copies of tarballs received lately that no request
+   * holds (distributed proxy). Always 0 in standalone mode: its plugin commands run as the
+   * proxy's uid and could read a kept copy of another tenant's repository.
+   */
   spoolKeepBytes: number;
   limits: {
     /** CMP_OFFLOAD_MAX_TARBALL_BYTES: gzip bytes accepted per request. */
@@ -251,6 +255,9 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
   // traced by default (README, "The default, and what recording costs"); a process where the
   // recorder cannot work runs as `on` (cmp/trace/tracer-probe.ts).
   const cacheSetting = oneOf(env, 'CMP_OFFLOAD_CACHE', ['on', 'traced', 'off'], 'traced');
+  const redis = redisOptions(env);
+  // Checked in both modes (one configuration may serve both), used only where no plugin runs.
+  const spoolKeepBytes = bytes(env, 'CMP_OFFLOAD_SPOOL_KEEP_BYTES', 256 * MiB, true);
   const options: Options = {
     configDirPath: flags.configDirPath ?? DEFAULT_CONFIG_DIR,
     socketDir: env.ARGOCD_PLUGINSOCKFILEPATH || DEFAULT_SOCKET_DIR,
@@ -278,7 +285,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
       maxBytes: bytes(env, 'CMP_OFFLOAD_CACHE_MAX_BYTES', 256 * MiB),
     },
     indexMemoBytes: bytes(env, 'CMP_OFFLOAD_INDEX_MEMO_BYTES', 64 * MiB),
-    spoolKeepBytes: bytes(env, 'CMP_OFFLOAD_SPOOL_KEEP_BYTES', 256 * MiB, true),
+    spoolKeepBytes: redis ? spoolKeepBytes : 0,
     limits: {
       tarballBytes: bytes(env, 'CMP_OFFLOAD_MAX_TARBALL_BYTES', 2 * GiB),
       extractedBytes: bytes(env, 'CMP_OFFLOAD_MAX_EXTRACTED_BYTES', 8 * GiB),
@@ -288,7 +295,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     shutdownGraceMs: duration(env, 'CMP_OFFLOAD_SHUTDOWN_GRACE', 30_000),
     http: httpAddress(env.CMP_OFFLOAD_HTTP_ADDR || (flags.role ? DEFAULT_HTTP_ADDR[flags.role] : 'off')),
     dashboardToken: secretSetting(env, 'CMP_OFFLOAD_DASHBOARD_TOKEN', 'the dashboard token'),
-    redis: redisOptions(env),
+    redis,
     runnerSocket: runnerSocket(env.CMP_OFFLOAD_RUNNER_SOCKET),
     otlp: otlpOptions(env),
     keeper: keeperOptions(env),

@@ -11,4 +11,10 @@ if ! ${CC:-cc} $flags -static -o "$out" cmp/exec/cmp-reap.c 2>/dev/null && ! ${C
   rm -f "$out"
   echo "cmp-offload: could not compile cmp/exec/cmp-reap.c (install gcc): plugin processes that leave their process group will not be killed" >&2
 fi
+# no-dump.node (cmp/exec/no-dump.c): keeps same-uid plugin commands out of the standalone proxy's memory.
+nodump=dist/cmp/exec/no-dump.node
+if ! ${CC:-cc} $flags -shared -fPIC -o "$nodump" cmp/exec/no-dump.c; then
+  rm -f "$nodump"
+  echo "cmp-offload: could not compile cmp/exec/no-dump.c (install gcc): a standalone proxy's memory stays readable by its plugin commands where the kernel allows same-uid tracing" >&2
+fi
 exit 0

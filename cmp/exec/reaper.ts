@@ -17,7 +17,7 @@ export function usableReaper(): Promise<string | undefined> {
     process.emitWarning(
       `cmp-reap is not usable (${failed.text}): plugin commands run under process-group kills only, and a process that ` +
         'leaves its group (setsid, a double fork) survives timeouts, cancellation and the end of its request. ' +
-        'Build with a C compiler (cc) to fix this.',
+        'A standalone proxy therefore stores no answer (a survivor could tamper with any later run). Build with a C compiler (cc) to fix this.',
       { code: 'CMP_REAP_UNUSABLE' },
     );
     return undefined;

@@ -100,6 +100,9 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions, reaped: 
     const pgid: number = child.pid;
     if (reaped) addReaper(pgid);
     track(pgid);
+    // Only cmp-reap's own exit shows the whole tree gone; without it a process may live on unseen.
+    ctx.trees?.started();
+    child.once('exit', (code, signal) => ctx.trees?.ended(reaped && code === 0 && signal === null));
 
     const stdout: Buffer[] = [];
     let stdoutBytes = 0;

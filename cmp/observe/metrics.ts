@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { STAGES, type Stage } from './stages.js';
 import { countTraceEventsIn } from './request-trace.js';
+import { preparedOf } from '../split/prepared.js';
 
 export { STAGES, type Stage } from './stages.js';
 
@@ -62,7 +63,7 @@ export const metrics = {
   }),
   spooledTarballs: new Gauge({
     name: 'cmp_offload_spooled_tarballs',
-    help: 'Distinct verified tarballs on the proxy disk, one file each: held by requests in flight, or kept (CMP_OFFLOAD_SPOOL_KEEP_BYTES).',
+    help: 'Distinct verified tarballs on the proxy disk, one file each: held by requests in flight, or kept (CMP_OFFLOAD_SPOOL_KEEP_BYTES, distributed proxies).',
     registers: [registry],
   }),
   cacheLookups: new Counter({
@@ -84,6 +85,17 @@ export const metrics = {
   cacheEntries: new Gauge({
     name: 'cmp_offload_cache_entries',
     help: 'Entries of the in-memory output cache (standalone mode).',
+    registers: [registry],
+  }),
+  cacheUnstored: new Counter({
+    name: 'cmp_offload_cache_unstored_total',
+    help: 'Standalone runs answered but not stored, by reason: overlap (another plugin run was in progress during it: same uid, it could have changed this run\'s work dir), stray (a plugin process may have escaped its cmp-reap).',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
+  strayPossible: new Gauge({
+    name: 'cmp_offload_stray_process_possible',
+    help: '1 while a plugin process may have escaped its cmp-reap in this standalone proxy (no answer is stored then), else 0.',
     registers: [registry],
   }),
   tracedCache: new Counter({
@@ -218,6 +230,8 @@ export function metricNames(): string[] {
 /** Approximate size of a plugin result (the manifests' text; other results are tiny). */
 export function resultBytes(result: { kind: string; manifests?: string[] }): number {
   if (result.kind !== 'generate' || !result.manifests) return 0;
+  const prepared = preparedOf(result.manifests);
+  if (prepared) return prepared.bytes;
   let n = 0;
   for (const m of result.manifests) n += Buffer.byteLength(m);
   return n;

@@ -3,14 +3,15 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Status } from '../grpc-status.js';
 import type { Ctx } from '../context.js';
-import { CmpError, wrap } from '../errors.js';
+import { CmpError, sentMessageTooLarge, wrap } from '../errors.js';
 import type { Options } from '../config/options.js';
 import { commandArgv, discoveryConfigured, type PluginConfig } from '../config/plugin-config.js';
 import { extractTgz } from '../tar/extract.js';
 import { commandEnv } from '../exec/env.js';
 import { runCommand } from '../exec/run-command.js';
 import { ReadRecorder, type RecordedReads } from '../trace/read-recorder.js';
-import { splitManifests } from '../split/split-manifests.js';
+import { ManifestsTooLarge } from '../split/split-manifests.js';
+import { splitPool } from '../split/split-pool.js';
 import { noteExecFailure, timeStage } from '../observe/request-trace.js';
 import { commandName } from '../observe/tracing.js';
 import { withRunAskpass } from '../askpass/run-askpass.js';
@@ -156,9 +157,13 @@ async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ct
     const reads = await recorder?.finish();
     if (sink) sink.reads = reads;
   }
+  const max = engine.options.maxMessageBytes;
   try {
-    return { kind: 'generate', manifests: await timeStage('split', () => splitManifests(out), undefined, ctx) };
+    const split = () => splitPool.split(out, max, engine.options.limits.outputBytes, ctx.signal);
+    return { kind: 'generate', manifests: await timeStage('split', split, undefined, ctx) };
   } catch (err) {
+    // The answer grpc would refuse to send, refused the same way before its text is built.
+    if (err instanceof ManifestsTooLarge) throw sentMessageTooLarge(err.messageBytes, err.maxBytes);
     throw wrap(RPC_TEXT.generate.command, err);
   }
 }

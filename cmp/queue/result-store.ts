@@ -1,6 +1,7 @@
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { RedisClient } from './redis-connection.js';
+import { splitPool } from '../split/split-pool.js';
 import type { PluginResult } from '../plugin/request.js';
 import { sign, verify } from './signing.js';
 
@@ -43,8 +44,19 @@ export async function decodeResult(signingKey: Buffer, redisKey: string, binding
   const sig = stored.subarray(MAGIC.length, MAGIC.length + SIG_BYTES);
   const payload = stored.subarray(MAGIC.length + SIG_BYTES);
   if (!verify(signingKey, DOMAIN, [redisKey, binding, payload], sig)) return undefined;
+  let json: Buffer;
   try {
-    const value = JSON.parse((await gunzip(payload)).toString('utf8')) as PluginResult;
+    json = await gunzip(payload);
+  } catch {
+    return undefined;
+  }
+  // A large result is parsed, measured and encoded off the loop (a million manifests take seconds).
+  return splitPool.parseResult<PluginResult>(json, parseInline);
+}
+
+function parseInline(json: Buffer): PluginResult | undefined {
+  try {
+    const value = JSON.parse(json.toString('utf8')) as PluginResult;
     return value && typeof value === 'object' && typeof value.kind === 'string' ? value : undefined;
   } catch {
     return undefined;

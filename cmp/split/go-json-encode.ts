@@ -84,21 +84,33 @@ function sortedKeys(m: GoMap): string[] {
   return keys;
 }
 
-function encode(v: GoValue): string {
-  if (typeof v === 'string') return goJsonQuote(v);
+/** Thrown by a bounded encode when the text grows past its limit. */
+export class EncodeLimit extends Error {}
+
+function encode(v: GoValue, limit: number): string {
+  if (typeof v === 'string') {
+    const q = goJsonQuote(v);
+    if (q.length > limit) throw new EncodeLimit();
+    return q;
+  }
   if (typeof v === 'number' || typeof v === 'bigint') return v.toString();
   if (v === null) return 'null';
   if (typeof v === 'boolean') return v ? 'true' : 'false';
   if (v instanceof GoFloat) return formatGoJsonFloat(v.value);
   if (Array.isArray(v)) {
     let out = '[';
-    for (let i = 0; i < v.length; i++) out += (i === 0 ? '' : ',') + encode(v[i]!);
+    for (let i = 0; i < v.length; i++) {
+      out += (i === 0 ? '' : ',') + encode(v[i]!, limit - out.length);
+      if (out.length > limit) throw new EncodeLimit();
+    }
     return out + ']';
   }
   let out = '{';
   let first = true;
   for (const k of sortedKeys(v)) {
-    out += (first ? '' : ',') + goJsonQuote(k) + ':' + encode(v.get(k)!);
+    out += (first ? '' : ',') + goJsonQuote(k) + ':';
+    out += encode(v.get(k)!, limit - out.length);
+    if (out.length > limit) throw new EncodeLimit();
     first = false;
   }
   return out + '}';
@@ -106,9 +118,39 @@ function encode(v: GoValue): string {
 
 /**
  * json.Marshal of a value whose map keys are all strings (sigs.k8s.io/yaml converted them before).
- * Throws `json: unsupported value: NaN|+Inf|-Inf` like Go.
+ * Throws `json: unsupported value: NaN|+Inf|-Inf` like Go. With `maxChars`, throws EncodeLimit as
+ * soon as the text would be longer than that many UTF-16 code units: a document whose aliases
+ * expand far past the text is refused before its text is built.
  */
-export function goJsonMarshal(v: GoValue): string {
-  return encode(v);
+export function goJsonMarshal(v: GoValue, maxChars = Infinity): string {
+  return encode(v, maxChars);
 }
 
+/**
+ * The UTF-8 byte length of goJsonMarshal(v), without building the text: each shared string, map
+ * and list (aliases decode to shared values) is measured once, so the cost follows the value's
+ * own size, not its expansion. Throws what goJsonMarshal throws, for the same value first.
+ */
+export function goJsonByteLength(v: GoValue, seen = new Map<object | string, number>()): number {
+  if (typeof v === 'string') {
+    if (v.length < 64) return Buffer.byteLength(goJsonQuote(v));
+    let n = seen.get(v);
+    if (n === undefined) seen.set(v, (n = Buffer.byteLength(goJsonQuote(v))));
+    return n;
+  }
+  if (typeof v === 'number' || typeof v === 'bigint') return v.toString().length;
+  if (v === null) return 4;
+  if (typeof v === 'boolean') return v ? 4 : 5;
+  if (v instanceof GoFloat) return formatGoJsonFloat(v.value).length;
+  let n = seen.get(v);
+  if (n !== undefined) return n;
+  if (Array.isArray(v)) {
+    n = 2 + Math.max(0, v.length - 1);
+    for (const x of v) n += goJsonByteLength(x, seen);
+  } else {
+    n = 2 + Math.max(0, v.size - 1);
+    for (const k of sortedKeys(v)) n += goJsonByteLength(k as string, seen) + 1 + goJsonByteLength(v.get(k)!, seen);
+  }
+  seen.set(v, n);
+  return n;
+}

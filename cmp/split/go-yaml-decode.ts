@@ -22,6 +22,13 @@ class Decoder {
   private readonly expanding = new Set<number>();
   /** Alias event index → the event index of the node it refers to (resolved in document order). */
   private readonly aliasTarget = new Map<number, number>();
+  /**
+   * Each alias target decoded whole, with the nodes go-yaml decodes for it. A later alias shares
+   * the value instead of decoding it again (the values are never changed once built), so the
+   * decoded document stays the size of its text; go-yaml's counts are replayed node by node.
+   */
+  private readonly decoded = new Map<number, { value: GoValue; nodes: number }>();
+  private readonly targets = new Set<number>();
   /** Set when a map got a key sigs.k8s.io/yaml cannot convert (nil or uint64). */
   sawBadKey = false;
   /** Index of the event after the node decoded last. */
@@ -45,14 +52,15 @@ class Decoder {
         const target = anchors.get(name);
         if (target === undefined) throw new GoYamlError(`unknown anchor '${name}' referenced`);
         this.aliasTarget.set(i, target);
+        this.targets.add(target);
       } else if (ev.type === EVENT_ID.SCALAR || ev.type === EVENT_ID.MAPPING || ev.type === EVENT_ID.SEQUENCE) {
         if (ev.anchorStart !== NO_RANGE) anchors.set(this.src.slice(ev.anchorStart, ev.anchorEnd), i);
       }
     }
   }
 
-  /** Decodes the node at event `i`; mappings are decoded into `into` when given (merge). */
-  unmarshal(i: number, into?: GoMap): GoValue {
+  /** go-yaml's count of one node decoded, and its "billion laughs" check. */
+  private count(): void {
     this.decodeCount++;
     if (this.aliasDepth > 0) this.aliasCount++;
     if (
@@ -62,6 +70,18 @@ class Decoder {
     ) {
       throw new GoYamlError('document contains excessive aliasing');
     }
+  }
+
+  /** Decodes the node at event `i`; mappings are decoded into `into` when given (merge). */
+  unmarshal(i: number, into?: GoMap): GoValue {
+    const before = this.decodeCount;
+    const value = this.node(i, into);
+    if (into === undefined && this.targets.has(i) && !this.decoded.has(i)) this.decoded.set(i, { value, nodes: this.decodeCount - before });
+    return value;
+  }
+
+  private node(i: number, into: GoMap | undefined): GoValue {
+    this.count();
     const ev = this.events[i]!;
     switch (ev.type) {
       case EVENT_ID.SCALAR:
@@ -84,11 +104,20 @@ class Decoder {
         if (this.expanding.has(target)) {
           throw new GoYamlError(`anchor '${this.src.slice(ev.anchorStart, ev.anchorEnd)}' value contains itself`);
         }
-        this.expanding.add(target);
         this.aliasDepth++;
-        const v = this.unmarshal(target, into);
+        const seen = this.decoded.get(target);
+        let v: GoValue;
+        if (seen) {
+          // go-yaml decodes the target again: as many nodes, each counted under the alias.
+          for (let n = 0; n < seen.nodes; n++) this.count();
+          if (into) for (const [k, x] of seen.value as GoMap) into.set(k, x);
+          v = into ?? seen.value;
+        } else {
+          this.expanding.add(target);
+          v = this.unmarshal(target, into);
+          this.expanding.delete(target);
+        }
         this.aliasDepth--;
-        this.expanding.delete(target);
         this.next = i + 1;
         return v;
       }

@@ -1,7 +1,9 @@
 // Argo CD's `kube.SplitYAMLToString`: apimachinery's YAMLOrJSONDecoder(reader, 4096) decoding
 // RawExtensions until EOF (cmp-contract §11).
 import { scanJsonValue } from './go-json-scanner.js';
-import { yamlTextToJson } from './yaml-to-json.js';
+import { EncodeLimit, goJsonByteLength, goJsonMarshal } from './go-json-encode.js';
+import type { GoValue } from './go-values.js';
+import { convertYamlText } from './yaml-to-json.js';
 import { readYamlText } from './yaml-reader-check.js';
 
 const SNIFF_BYTES = 4096;
@@ -128,20 +130,94 @@ class YamlChunks {
   }
 }
 
-/** Converts the next YAML chunk; undefined at EOF. Mirrors YAMLToJSONDecoder.Decode into RawExtension. */
-function nextYamlDoc(chunks: YamlChunks): string | undefined {
+/**
+ * The manifests of one split, with the size of the ManifestResponse they make: once that is over
+ * the message size limit, no more text is built (the answer cannot be sent anyway); the rest of
+ * the output is still decoded, for its errors, and measured, for the size grpc reports.
+ */
+class Manifests {
+  list: string[] = [];
+  /** Protobuf bytes of ManifestResponse{manifests: list} (field 1, length-delimited each). */
+  bytes = 0;
+  over = false;
+  private readonly measured = new Map<object | string, number>();
+
+  /** `emit`: manifests are handed over as they come (and none are kept) instead of listed. */
+  constructor(
+    private readonly maxBytes: number,
+    private readonly emit?: (manifest: string) => void,
+  ) {}
+
+  /** A raw JSON value (JSON mode): kept trimmed unless empty or `null`. */
+  addRaw(raw: string): void {
+    const t = goTrimSpace(raw);
+    if (t !== '' && t !== 'null') this.add(t, Buffer.byteLength(t));
+  }
+
+  /** A YAML document's value; `null` is dropped (its JSON would be `null`). */
+  addValue(v: GoValue): void {
+    if (v === null) return;
+    if (this.over) return this.count(goJsonByteLength(v, this.measured));
+    let text: string;
+    try {
+      // A UTF-16 code unit is at least one UTF-8 byte: longer than this, it is over for sure.
+      text = goJsonMarshal(v, this.maxBytes - this.bytes);
+    } catch (err) {
+      if (!(err instanceof EncodeLimit)) throw err;
+      return this.count(goJsonByteLength(v, this.measured));
+    }
+    this.add(text, Buffer.byteLength(text));
+  }
+
+  private add(text: string, bytes: number): void {
+    this.count(bytes);
+    if (this.over) return;
+    if (this.emit) this.emit(text);
+    else this.list.push(text);
+  }
+
+  private count(bytes: number): void {
+    this.bytes += 1 + varintBytes(bytes) + bytes;
+    if (!this.over && this.bytes > this.maxBytes) {
+      this.over = true;
+      this.list = [];
+    }
+  }
+}
+
+function varintBytes(n: number): number {
+  let k = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    k++;
+  }
+  return k;
+}
+
+/** Converts the next YAML chunk into `out`; false at EOF. Mirrors YAMLToJSONDecoder.Decode into RawExtension. */
+function nextYamlDoc(chunks: YamlChunks, out: Manifests): boolean {
   const text = chunks.next();
-  return text === undefined ? undefined : yamlTextToJson(text);
+  if (text === undefined) return false;
+  convertYamlText(text, v => out.addValue(v));
+  return true;
 }
 
-function keep(out: string[], raw: string): void {
-  const t = goTrimSpace(raw);
-  if (t !== '' && t !== 'null') out.push(t);
-}
-
-function yamlRest(out: string[], chunks: YamlChunks): string[] {
-  for (let doc = nextYamlDoc(chunks); doc !== undefined; doc = nextYamlDoc(chunks)) keep(out, doc);
+function yamlRest(out: Manifests, chunks: YamlChunks): Manifests {
+  while (nextYamlDoc(chunks, out));
   return out;
+}
+
+/**
+ * The manifests a ManifestResponse would carry are more than the message size limit allows:
+ * `messageBytes` is the framed message (5-byte gRPC prefix and protobuf) as grpc-js counts it.
+ */
+export class ManifestsTooLarge extends Error {
+  constructor(
+    readonly messageBytes: number,
+    readonly maxBytes: number,
+  ) {
+    super(`the manifests make a ${messageBytes}-byte message, more than ${maxBytes}`);
+  }
 }
 
 /**
@@ -150,17 +226,27 @@ function yamlRest(out: string[], chunks: YamlChunks): string[] {
  * through verbatim, with apimachinery's fallback to YAML; otherwise `---`-separated YAML documents are
  * each converted to Go-compatible JSON. Empty and `null` documents are dropped. Errors are thrown with
  * the full Go text, starting `failed to unmarshal manifest: `.
+ *
+ * `maxMessageBytes` (ARGOCD_GRPC_MAX_SIZE_MB): when the ManifestResponse of these manifests would
+ * be larger, ManifestsTooLarge is thrown instead (after the whole output was checked for errors, as
+ * Go splits it whole before sending), and the text of no manifest past the limit is built. YAML
+ * aliases therefore cost what their text costs, not what they expand to.
+ *
+ * With `emit`, each manifest is handed to it as soon as it is made and none is returned; the
+ * caller drops what it got if the split then throws.
  */
-export function splitManifests(stdout: Buffer): string[] {
+export function splitManifests(stdout: Buffer, maxMessageBytes = Infinity, emit?: (manifest: string) => void): string[] {
+  let out: Manifests;
   try {
-    return split(stdout);
+    out = split(stdout, new Manifests(maxMessageBytes, emit));
   } catch (err) {
     throw new Error(PREFIX + (err instanceof Error ? err.message : String(err)));
   }
+  if (out.over) throw new ManifestsTooLarge(5 + out.bytes, maxMessageBytes);
+  return out.list;
 }
 
-function split(buf: Buffer): string[] {
-  const out: string[] = [];
+function split(buf: Buffer, out: Manifests): Manifests {
   if (!looksLikeJson(buf)) return yamlRest(out, new YamlChunks(buf, 0));
   let count = 0;
   let pos = 0;
@@ -169,7 +255,7 @@ function split(buf: Buffer): string[] {
     if (r.kind === 'eof') return out;
     if (r.kind === 'value') {
       count++;
-      keep(out, buf.toString('utf8', r.start, r.end));
+      out.addRaw(buf.toString('utf8', r.start, r.end));
       pos = r.end;
       continue;
     }
@@ -180,14 +266,13 @@ function split(buf: Buffer): string[] {
     const yamlStart = consumeWhitespace(buf, pos);
     if (yamlStart === undefined) throw new Error(jsonErr);
     const chunks = new YamlChunks(buf, yamlStart);
-    let first: string | undefined;
+    let more: boolean;
     try {
-      first = nextYamlDoc(chunks);
+      more = nextYamlDoc(chunks, out);
     } catch {
       throw new Error(jsonErr);
     }
-    if (first === undefined) return out;
-    keep(out, first);
+    if (!more) return out;
     return yamlRest(out, chunks);
   }
 }

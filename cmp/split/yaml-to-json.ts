@@ -1,6 +1,7 @@
 // sigs.k8s.io/yaml `YAMLToJSON` of one chunk, with go-yaml v2 typing and Go json.Marshal output.
 import { YAMLException, parseEvents, type Event } from 'js-yaml';
-import { goJsonMarshal } from './go-json-encode.js';
+import { EncodeLimit, goJsonMarshal } from './go-json-encode.js';
+import type { GoValue } from './go-values.js';
 import { decodeGoYaml } from './go-yaml-decode.js';
 import { GoYamlError } from './go-yaml-resolve.js';
 import { firstDocument } from './yaml-first-document.js';
@@ -27,11 +28,19 @@ function parse(text: string): Event[] {
 
 /** Converts already-decoded YAML text (reader checks done) to Go-compatible JSON. */
 export function yamlTextToJson(text: string): string {
+  return convertYamlText(text, v => goJsonMarshal(v));
+}
+
+/**
+ * Decodes already-decoded YAML text (reader checks done) and hands the value to `emit` (which
+ * encodes or measures it), with YAMLToJSON's error texts for both steps. EncodeLimit passes through.
+ */
+export function convertYamlText<T>(text: string, emit: (value: GoValue) => T): T {
   try {
     const doc = firstDocument(text);
-    const value = decodeGoYaml(parse(doc), doc);
-    return goJsonMarshal(value);
+    return emit(decodeGoYaml(parse(doc), doc));
   } catch (err) {
+    if (err instanceof EncodeLimit) throw err;
     if (err instanceof GoYamlError) return fail('yaml: ' + err.message);
     if (err instanceof Error && !err.message.startsWith(PREFIX)) return fail(err.message);
     throw err;

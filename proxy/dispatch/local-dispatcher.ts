@@ -13,15 +13,18 @@ import { MemoryShapeStore } from '../../cmp/cache/shape-store.js';
 import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
 import { metrics, resultBytes } from '../../cmp/observe/metrics.js';
 import { noteCache, timeStage } from '../../cmp/observe/request-trace.js';
+import type { Logger } from '../../cmp/log.js';
 import { Coalescer } from './coalescer.js';
 import type { Dispatcher, RepoRef } from './dispatcher.js';
+import { RunWatch, type Unstored } from './run-watch.js';
 import { Semaphore } from './semaphore.js';
 
 /**
  * Standalone mode: the executor runs in this process with bounded concurrency, identical
  * requests in flight run once, and results live in a bounded in-memory LRU. With the traced
  * cache, results are also stored under the inputs their run read, and the shapes of those
- * reads are remembered per request family (a quarter of the cache budget).
+ * reads are remembered per request family (a quarter of the cache budget). A run that another
+ * run could have tampered with is answered but not stored (run-watch.ts).
  */
 export class LocalDispatcher implements Dispatcher {
   readonly cache: MemoryCache;
@@ -30,8 +33,13 @@ export class LocalDispatcher implements Dispatcher {
   readonly paths: MemoryAppPaths;
   private readonly shapes: MemoryShapeStore;
   private readonly coalescer = new Coalescer<PluginResult>();
+  private readonly watch: RunWatch;
 
-  constructor(private readonly engine: Engine) {
+  constructor(
+    private readonly engine: Engine,
+    private readonly log?: Logger,
+  ) {
+    this.watch = new RunWatch(log);
     const { cache, concurrency } = engine.options;
     this.cache = new MemoryCache(cache.maxBytes, cache.ttlMs);
     this.shapes = new MemoryShapeStore(Math.ceil(cache.maxBytes / 4), cache.ttlMs);
@@ -42,7 +50,7 @@ export class LocalDispatcher implements Dispatcher {
   async dispatch(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
     if (key === undefined) {
       noteCache('bypass', ctx);
-      return this.execute(req, repo, repo.tgzPath, ctx);
+      return (await this.execute(req, repo, repo.tgzPath, ctx)).result;
     }
     const hit = await timeStage('lookup', () => this.lookup(key, traced), undefined, ctx);
     if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
@@ -72,7 +80,14 @@ export class LocalDispatcher implements Dispatcher {
     await fs.link(repo.tgzPath, own);
     try {
       const sink: ReadSink | undefined = traced ? {} : undefined;
-      const result = await this.execute(req, repo, own, ctx, sink);
+      const { result, unstored } = await this.execute(req, repo, own, ctx, sink);
+      if (unstored) {
+        metrics.cacheUnstored.inc({ reason: unstored });
+        this.log?.info({ app: ctx.trace?.app, rpc: req.kind, reason: unstored }, UNSTORED_TEXT[unstored]);
+        // Its read record may be tampered with too: no manifest-generate-paths from it.
+        if (traced) this.noteApp(traced, { reason: UNSTORED_TEXT[unstored] });
+        return result;
+      }
       this.cache.set(key, result);
       const entry = traced ? entryForRun(traced, sink!.reads, result) : undefined;
       if (entry) {
@@ -121,7 +136,13 @@ export class LocalDispatcher implements Dispatcher {
    * plugin command (same uid) could reach, so the extraction verifies it against its checksum;
    * a changed copy is removed, which makes the spool store receive the tarball anew next time.
    */
-  private async execute(req: PluginRequest, repo: RepoRef, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<PluginResult> {
+  private async execute(
+    req: PluginRequest,
+    repo: RepoRef,
+    tgzPath: string,
+    ctx: Ctx,
+    sink?: ReadSink,
+  ): Promise<{ result: PluginResult; unstored: Unstored | undefined }> {
     let release: () => void;
     try {
       release = await timeStage('queue_wait', () => this.slots.acquire(ctx.signal), undefined, ctx);
@@ -129,14 +150,17 @@ export class LocalDispatcher implements Dispatcher {
       throw wrap(RPC_TEXT[req.kind].command, err);
     }
     metrics.concurrencyInUse.inc();
+    const run = this.watch.begin(ctx);
     try {
-      return await executeRequest(this.engine, req, tgzPath, ctx, sink, repo.checksum);
+      const result = await executeRequest(this.engine, req, tgzPath, run.ctx, sink, repo.checksum);
+      return { result, unstored: run.finish() };
     } catch (err) {
       if (err instanceof CmpError && err.kind === 'spoolChanged') {
         await fs.rm(repo.tgzPath, { force: true });
       }
       throw err;
     } finally {
+      run.finish();
       metrics.concurrencyInUse.dec();
       release();
     }
@@ -147,3 +171,8 @@ export class LocalDispatcher implements Dispatcher {
     this.shapes.clear();
   }
 }
+
+const UNSTORED_TEXT: Record<Unstored, string> = {
+  overlap: 'answered, not stored: another plugin run was in progress during this one and could have changed its work dir (same uid)',
+  stray: 'answered, not stored: a plugin process may have escaped its cmp-reap and could have changed this run',
+};

@@ -45,10 +45,11 @@ const stampOf = (st: Stats): string => `${st.ino}:${st.size}:${st.mtimeMs}`;
  * Applications from one repository holds one file. Requests hold leases; when the last lease is
  * released the file is kept while the copies nobody holds fit in `keepBytes` (least recently
  * used removed first), else removed. So the disk holds one copy per distinct tarball in flight
- * plus at most `keepBytes`. Files live in the work root (the same file system as the request
- * dirs, for link()), where standalone plugin commands (same uid) can reach them: a copy that is
- * gone or whose inode, size or mtime changed is dropped rather than reused, and whoever extracts
- * one verifies its sha256 (local-dispatcher.ts), removing it when it changed.
+ * plus at most `keepBytes` (0 in standalone mode: see Options.spoolKeepBytes). Files live in the
+ * work root (the same file system as the request dirs, for link()), where standalone plugin
+ * commands (same uid) running meanwhile can reach them: a copy that is gone or whose inode, size
+ * or mtime changed is dropped rather than reused, and whoever extracts one verifies its sha256
+ * (local-dispatcher.ts), removing it when it changed.
  */
 export class SpoolStore {
   /** Copies held (refs > 0) and kept (refs 0); kept ones in the order of their last release. */

@@ -7,6 +7,7 @@ import type { SpanContext } from '../../cmp/observe/tracing.js';
 import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
 import type { TreeEntry } from '../../cmp/tar/tree-index.js';
 import type { RepoRef } from '../dispatch/dispatcher.js';
+import type { Prepared } from '../../cmp/split/prepared.js';
 
 /**
  * The messages between the coordinator and its ingest processes (CMP_OFFLOAD_PROXY_PROCESSES > 1),
@@ -50,7 +51,8 @@ export type ToCoordinator =
 
 /** Coordinator → ingest process. */
 export type ToIngest =
-  | { t: 'answer'; id: number; result?: PluginResult; error?: WireError; trace: TracePart }
+  /** `prepared`: a generate result's encoding made off the coordinator's loop (prepared.ts), sent along. */
+  | { t: 'answer'; id: number; result?: PluginResult; prepared?: Prepared; error?: WireError; trace: TracePart }
   /** The coordinator does not hold the traced request's index: send the dispatch again with it. */
   | { t: 'need-index'; id: number }
   | { t: 'paths'; id: number; value?: unknown; error?: WireError }

@@ -5,6 +5,7 @@ import { simpleIndexOf } from '../../cmp/tar/tree-index.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { IndexMemo } from '../ingest/index-memo.js';
 import { toWire, type ToCoordinator, type ToIngest } from './hand-over.js';
+import { preparedOf } from '../../cmp/split/prepared.js';
 
 /** One ingest process as the coordinator sees it. */
 export interface Peer {
@@ -92,7 +93,10 @@ export class HandOvers {
     const answered = this.dispatcher
       .dispatch(msg.req, msg.repo, msg.key, { signal: ctx.signal, deadline: ctx.deadline, trace }, traced)
       .then(
-        result => ({ result }),
+        result => {
+          const prepared = result.kind === 'generate' ? preparedOf(result.manifests) : undefined;
+          return prepared ? { result, prepared } : { result };
+        },
         err => ({ error: toWire(err) }),
       )
       .then(out => {

@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { socketFileName, pluginSpecDigest } from '../../cmp/config/plugin-config.js';
+import { becomeNonDumpable } from '../../cmp/exec/no-dump.js';
 import { startProcess } from '../../cmp/process-start.js';
 import { registry } from '../../cmp/observe/metrics.js';
 import { shutdownTracing } from '../../cmp/observe/tracing.js';
@@ -21,6 +22,8 @@ import { RemoteDispatcher, type Channel } from './remote-dispatcher.js';
 export async function runIngestProcess(argv: string[]): Promise<number> {
   const { log, engine } = await startProcess(argv, 'proxy', () => {}, true);
   const { options } = engine;
+  // As the coordinator (which says so when it fails): out of reach of same-uid plugin commands.
+  if (!options.redis) becomeNonDumpable();
   // Ctrl-C reaches the whole process group: the coordinator orders the shutdown.
   process.on('SIGINT', () => {});
   process.on('SIGTERM', () => {});

@@ -6,6 +6,7 @@ import { codeOf } from '../../cmp/errors.js';
 import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
 import type { Dispatcher, RepoRef } from '../dispatch/dispatcher.js';
 import { fromWire, type PathsOp, type ToCoordinator, type ToIngest, type TracedRef } from './hand-over.js';
+import { prepare } from '../../cmp/split/prepared.js';
 
 /** Tarballs whose index this process has sent lately (the coordinator asks again if it dropped one). */
 const SENT_INDEXES = 256;
@@ -84,7 +85,12 @@ export class RemoteDispatcher implements Dispatcher {
       this.pending.delete(msg.id);
       p.ctx.trace?.adopt(msg.trace);
       if (msg.error) p.reject(fromWire(msg.error));
-      else p.resolve(msg.result!);
+      else {
+        const r = msg.result!;
+        // IPC copied the encoding as a Uint8Array: the gRPC server sends it as it is.
+        if (r.kind === 'generate' && msg.prepared) prepare(r.manifests, { bytes: msg.prepared.bytes, encoded: Buffer.from(msg.prepared.encoded.buffer, msg.prepared.encoded.byteOffset, msg.prepared.encoded.byteLength) });
+        p.resolve(r);
+      }
     } else if (msg.t === 'need-index') {
       const p = this.pending.get(msg.id);
       if (!p?.traced) return;

@@ -15,6 +15,7 @@ import { packRepo } from '../helpers/repo.js';
 import { until } from '../integration/distributed-helpers.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { MODES, startCmp } from './harness.js';
+import { argoRefreshes, changedFilesOf, gitAsArgo, repoServerRefreshes } from '../helpers/argo-refresh.js';
 
 /**
  * manifest-generate-paths derived from traced reads: a generation reads some files of a
@@ -43,12 +44,27 @@ async function generate(client: CmpTestClient, tgz: Buffer, app: string, appRelP
     chunks: chunksOf(tgz, 64 * 1024),
   });
   assert.ok('value' in out, JSON.stringify(out));
+  return out.value;
 }
 
 const TOKEN = 'generate-paths-token-0123456789';
 const auth = { headers: { authorization: `Bearer ${TOKEN}` } };
 
 type View = { app: string; value?: string; reason?: string; derivedAt: string };
+
+/** A plugin that reads its a.yaml and every file of ../../shared, printing no name (any name stays valid YAML). */
+const READS_SHARED = `generate:
+  command: [sh, -c]
+  args:
+    - |
+      echo "$ARGOCD_APP_NAME" >> "$COUNTER"
+      cat a.yaml
+      for f in ../../shared/*; do
+        printf -- '---\\nname: "%s"\\ncontent: "%s"\\n' "$(printf %s "$f" | cksum | cut -d' ' -f1)" "$(cksum < "$f" | cut -d' ' -f1)"
+      done`;
+
+/** a05's value: its directory and the base it reads, each also as git quotes it (opened). */
+const A05 = '/"apps/a05;/"base;/apps/a05;/base';
 
 for (const mode of MODES) {
   describe(`manifest-generate-paths (${mode})`, () => {
@@ -96,15 +112,15 @@ for (const mode of MODES) {
         assert.equal(doc.annotation, 'argocd.argoproj.io/manifest-generate-paths');
         const byApp = new Map(doc.apps.map(v => [v.app, v]));
         assert.deepEqual([...byApp.keys()], ['a01', 'a02', 'a03', 'a05']);
-        assert.equal(byApp.get('a01')!.value, '/apps/a01');
-        assert.equal(byApp.get('a02')!.value, '/apps/a02');
-        assert.equal(byApp.get('a05')!.value, '/apps/a05;/base');
+        assert.equal(byApp.get('a01')!.value, '/"apps/a01;/apps/a01');
+        assert.equal(byApp.get('a02')!.value, '/"apps/a02;/apps/a02');
+        assert.equal(byApp.get('a05')!.value, A05);
         assert.equal(byApp.get('a03')!.value, undefined);
         assert.match(byApp.get('a03')!.reason!, /ARGOCD_APP_SOURCE_PATH/);
         assert.ok(Math.abs(Date.parse(byApp.get('a01')!.derivedAt) - Date.now()) < 120_000);
 
         const one = await fetch(`http://127.0.0.1:${port}/generate-paths/a05`, auth);
-        assert.equal(((await one.json()) as View).value, '/apps/a05;/base');
+        assert.equal(((await one.json()) as View).value, A05);
         assert.equal((await fetch(`http://127.0.0.1:${port}/generate-paths/nope`, auth)).status, 404);
         assert.equal((await scrape(port)).get('cmp_offload_generate_paths_apps'), 3);
 
@@ -114,13 +130,13 @@ for (const mode of MODES) {
         const text = await run(process.execPath, [BIN, 'paths', '--all', ...from], { env });
         const lines = text.stdout.trim().split('\n').map(l => l.split('\t'));
         assert.deepEqual(lines.map(l => [l[0], l[2]]), [
-          ['a01', '/apps/a01'],
-          ['a02', '/apps/a02'],
+          ['a01', '/"apps/a01;/apps/a01'],
+          ['a02', '/"apps/a02;/apps/a02'],
           ['a03', `(no value: ${byApp.get('a03')!.reason})`],
-          ['a05', '/apps/a05;/base'],
+          ['a05', A05],
         ]);
         const json = await run(process.execPath, [BIN, 'paths', '--app', 'a05', '--json', ...from], { env });
-        assert.equal((JSON.parse(json.stdout) as View).value, '/apps/a05;/base');
+        assert.equal((JSON.parse(json.stdout) as View).value, A05);
         await assert.rejects(run(process.execPath, [BIN, 'paths', '--app', 'nope', ...from], { env }), (err: { code: number; stderr: string }) => {
           assert.equal(err.code, 1);
           assert.match(err.stderr, /no traced generation of app "nope"/);
@@ -135,6 +151,60 @@ for (const mode of MODES) {
         for (const end = Date.now() + 10_000; after.value !== undefined && Date.now() < end; after = await view()) await new Promise(r => setTimeout(r, 50));
         assert.equal(after.value, undefined);
         assert.match(after.reason!, /not cached/);
+      });
+    });
+
+    test('names git quotes: each commit that changes what the app read makes Argo refresh it, by git diff and by webhook', async () => {
+      await withServer(READS_SHARED, async (client, port) => {
+        const dir = path.join(work, `repo-${++serial}`);
+        const counter = path.join(work, `counter-${serial}`);
+        const repo = path.join(work, `git-${serial}`);
+        fs.mkdirSync(repo);
+        gitAsArgo(repo, ['init', '-q']);
+        // The app reads its a.yaml, lists shared/ and reads the files there.
+        let files: Record<string, string> = { 'apps/f/a.yaml': 'a: 1\n', 'shared/v\u00e4rden.yaml': 'v: 1\n', 'shared/plain.yaml': 'p: 1\n', 'docs/x.md': 'x\n' };
+        const commit = (next: Record<string, string>) => {
+          fs.rmSync(path.join(repo, 'apps'), { recursive: true, force: true });
+          fs.rmSync(path.join(repo, 'shared'), { recursive: true, force: true });
+          fs.rmSync(path.join(repo, 'docs'), { recursive: true, force: true });
+          for (const [rel, content] of Object.entries(next)) {
+            fs.mkdirSync(path.dirname(path.join(repo, rel)), { recursive: true });
+            fs.writeFileSync(path.join(repo, rel), content);
+          }
+          gitAsArgo(repo, ['add', '-A']);
+          gitAsArgo(repo, ['commit', '-q', '--allow-empty', '-m', 'c']);
+          return gitAsArgo(repo, ['rev-parse', 'HEAD']).trim();
+        };
+        let rev = commit(files);
+        let answer = await generate(client, await checkout(dir, files), 'f', 'apps/f', 'apps/f', counter);
+        const view = async () => (await (await fetch(`http://127.0.0.1:${port}/generate-paths/f`, auth)).json()) as View;
+        const value = (await until(async () => (await view()).value, 10_000, 'the value of f'))!;
+        // Each commit: what it changes, and whether the app's answer must change.
+        const steps: Array<[string, (f: Record<string, string>) => Record<string, string>, boolean]> = [
+          ['edit the UTF-8 name', f => ({ ...f, 'shared/v\u00e4rden.yaml': 'v: 2\n' }), true],
+          ['add a name with a tab', f => ({ ...f, 'shared/tab\there.yaml': 't: 1\n' }), true],
+          ['add a name with quotes and a backslash', f => ({ ...f, 'shared/q\"b\\s.yaml': 'q: 1\n' }), true],
+          ['add a name with a newline', f => ({ ...f, 'shared/new\nline.yaml': 'n: 1\n' }), true],
+          ['a file elsewhere', f => ({ ...f, 'docs/\u00fc.md': 'y\n' }), false],
+        ];
+        for (const [what, change, answerChanges] of steps) {
+          const next = change(files);
+          const nextRev = commit(next);
+          const out = gitAsArgo(repo, ['diff', '--name-only', `${rev}..${nextRev}`]);
+          const raw = gitAsArgo(repo, ['diff', '--name-only', '-z', `${rev}..${nextRev}`]).split('\0').filter(Boolean);
+          const nextAnswer = await generate(client, await checkout(dir, next), 'f', 'apps/f', 'apps/f', counter);
+          assert.equal(JSON.stringify(nextAnswer) !== JSON.stringify(answer), answerChanges, what);
+          if (answerChanges) {
+            assert.match(out, /^"shared\//, `${what}: git quotes the name (${out})`);
+            assert.ok(repoServerRefreshes(value, 'apps/f', out), `${what}: the repo-server's list ${JSON.stringify(changedFilesOf(out))} against ${value}`);
+            assert.ok(argoRefreshes(value, 'apps/f', raw), `${what}: the webhook's list ${JSON.stringify(raw)} against ${value}`);
+          } else {
+            assert.equal(repoServerRefreshes(value, 'apps/f', out), false, `${what}: ${out} against ${value}`);
+            assert.equal(argoRefreshes(value, 'apps/f', raw), false, `${what}: ${JSON.stringify(raw)} against ${value}`);
+          }
+          [files, rev, answer] = [next, nextRev, nextAnswer];
+        }
+        assert.equal(value, '/"apps/f;/"shared;/apps/f;/shared');
       });
     });
 

@@ -32,6 +32,8 @@ export interface CmpServer {
   redisUrl?: string;
   /** The proxy's pid (to starve it with SIGSTOP). */
   proxyPid: number;
+  /** The service processes besides the proxy's: distributed mode's workers and their runners. */
+  backendPids: number[];
   /** What every process (proxy, workers, their runners) wrote to stderr so far. */
   stderr(): string;
   /** Stop everything; resolves with the proxy's exit code. */
@@ -54,7 +56,7 @@ export interface ServerOptions {
 export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServer> {
   if (mode === 'standalone') {
     const proxy = await startProxy({ ...opts, env: { ...opts.env, ...opts.proxyEnv } });
-    return { mode, socketPath: proxy.socketPath, workRoots: [proxy.workRoot], proxyPid: proxy.proc.pid!, stderr: proxy.stderr, stop: () => proxy.stop() };
+    return { mode, socketPath: proxy.socketPath, workRoots: [proxy.workRoot], proxyPid: proxy.proc.pid!, backendPids: [], stderr: proxy.stderr, stop: () => proxy.stop() };
   }
   const d = await startDistributed({ ...opts, workers: opts.workers ?? 2 });
   return {
@@ -63,6 +65,7 @@ export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServ
     workRoots: [d.proxy.workRoot, ...d.workers.map(w => path.join(w.base, 'work', '_cmp_server'))],
     redisUrl: d.env.CMP_OFFLOAD_REDIS_URL,
     proxyPid: d.proxy.proc.pid!,
+    backendPids: d.workers.flatMap(w => [w.proc.pid!, ...(w.runner ? [w.runner.proc.pid!] : [])]),
     stderr: () => [d.proxy.stderr(), ...d.workers.flatMap(w => [w.stderr(), w.runner?.stderr() ?? ''])].join('\n'),
     async stop() {
       const code = await d.proxy.stop();
@@ -70,6 +73,15 @@ export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServ
       return code;
     },
   };
+}
+
+/**
+ * Env for suites that count which apps ran after a storm of requests at once: a standalone proxy
+ * stores no answer of a run that overlapped another (README, Modes), so there they run one at a
+ * time, which keeps every run cacheable.
+ */
+export function oneRunAtATime(mode: Mode): Record<string, string> {
+  return mode === 'standalone' ? { CMP_OFFLOAD_CONCURRENCY: '1' } : {};
 }
 
 /** Entries left in the work roots (should be none between requests). */

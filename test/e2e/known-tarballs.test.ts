@@ -195,7 +195,16 @@ for (const mode of MODES) {
     /** The proxy's work root: the kept copies, once no request is in flight. */
     const kept = () => leftovers(server).filter(p => path.dirname(p) === server.workRoots[0]);
 
-    test('a copy outlives its request and is not written again for the next one; under a storm of 50 distinct tarballs the copies kept stay within the bound', async () => {
+    // Standalone plugin commands run as the proxy's uid: a kept copy would be theirs to read.
+    if (mode === 'standalone') test('standalone keeps no copy, whatever CMP_OFFLOAD_SPOOL_KEEP_BYTES says', async () => {
+      const t = blob();
+      await Promise.all([generate(t), generate(t)]);
+      await generate(t);
+      await eventually(() => leftovers(server).length === 0, 5_000, `no kept copy (left: ${leftovers(server).join(', ')})`);
+    });
+
+    // Defined in distributed mode only (npm test reports no skips): there no plugin runs in the proxy.
+    if (mode === 'distributed') test('a copy outlives its request and is not written again for the next one; under a storm of 50 distinct tarballs the copies kept stay within the bound', async () => {
       const t = blob();
       await generate(t);
       await eventually(() => leftovers(server).length === 1, 5_000, `one kept copy (left: ${leftovers(server).join(', ')})`);
@@ -227,19 +236,23 @@ for (const mode of MODES) {
   });
 }
 
-describe('kept tarball copies and same-uid plugin commands (standalone)', () => {
-  // The plugin's command runs in <work root>/<request dir>/app as the proxy's uid, so it can write to
-  // the kept copies beside its request dir. ROLE=plain rewrites them, ROLE=stealthy writes another
-  // valid tarball over their start and restores their mtime (same inode, size and mtime).
+describe('shared tarball copies and same-uid plugin commands (standalone)', () => {
+  // Standalone keeps no copy once its last request is over, but requests for the same tarball in
+  // flight at once share one in the work root. The plugin's command runs in <work root>/<run dir>/app
+  // as the proxy's uid, so it can write to that copy: ROLE=plain appends to it, ROLE=stealthy writes
+  // another valid tarball over its start and restores its mtime (same inode, size and mtime).
+  // ROLE=hold keeps its request (and so the copy) in flight until the test creates $RELEASE.
   const SCRIPT = [
     'case "$ROLE" in',
     '  plain) for f in ../../*.tgz; do printf x >> "$f"; done ;;',
     '  stealthy) for f in ../../*.tgz; do touch -r "$f" ref && dd if="$EVIL" of="$f" conv=notrunc status=none && touch -r ref "$f"; done ;;',
+    '  hold) i=0; while [ ! -e "$RELEASE" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done ;;',
     'esac',
     `exec ${LIST_TREE.map(a => `'${a}'`).join(' ')}`,
   ].join('\n');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-kept-evil-'));
   const evil = path.join(dir, 'evil.tgz');
+  const release = path.join(dir, 'release');
   let server: CmpServer;
   let client: CmpTestClient;
 
@@ -248,12 +261,13 @@ describe('kept tarball copies and same-uid plugin commands (standalone)', () => 
     server = await startCmp('standalone', {
       pluginYaml: pluginYaml('kept-evil', `generate:\n  command: [sh, -c, ${JSON.stringify(SCRIPT)}]`),
       socketName: 'kept-evil.sock',
-      // One process: the request after the attack is served by the store that kept the copy.
-      env: { CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_SPOOL_KEEP_BYTES: String(1 << 20), CMP_OFFLOAD_HTTP_ADDR: 'off', CMP_OFFLOAD_PROXY_PROCESSES: '1' },
+      // One process: the requests share the store that holds the copy; room for the holder beside them.
+      env: { CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_HTTP_ADDR: 'off', CMP_OFFLOAD_PROXY_PROCESSES: '1', CMP_OFFLOAD_CONCURRENCY: '4' },
     });
     client = openCmpClient(server.socketPath);
   });
   after(async () => {
+    fs.writeFileSync(release, '');
     client?.close();
     await server?.stop();
     fs.rmSync(dir, { recursive: true, force: true });
@@ -261,9 +275,12 @@ describe('kept tarball copies and same-uid plugin commands (standalone)', () => 
 
   const victim = () => buildTgz([{ name: 'app', type: 'dir' }, { name: 'app/a.yaml', content: `good: ${randomBytes(2048).toString('hex')}\n` }]);
   const generate = (tgz: Buffer, role: string) =>
-    client.generate({ metadata: repoMetadata(tgz, { appRelPath: 'app', env: [{ name: 'ROLE', value: role }, { name: 'EVIL', value: evil }] }), chunks: chunksOf(tgz, 1024) });
-  /** The kept copies (no request in flight), with their bytes. */
-  const kept = () =>
+    client.generate({
+      metadata: repoMetadata(tgz, { appRelPath: 'app', env: [{ name: 'ROLE', value: role }, { name: 'EVIL', value: evil }, { name: 'RELEASE', value: release }] }),
+      chunks: chunksOf(tgz, 1024),
+    });
+  /** The shared copies in the work root, with their bytes. */
+  const shared = () =>
     leftovers(server)
       .filter(p => p.endsWith('.tgz'))
       .map(p => fs.readFileSync(p));
@@ -271,26 +288,41 @@ describe('kept tarball copies and same-uid plugin commands (standalone)', () => 
     assert.ok('value' in out, JSON.stringify(out));
     return JSON.parse(out.value.manifests[0]!).entries as Record<string, string>;
   };
+  /** A request for `tgz` that holds its copy until released. */
+  async function holding(tgz: Buffer) {
+    fs.rmSync(release, { force: true });
+    const held = generate(tgz, 'hold');
+    await eventually(() => shared().length === 1, 10_000, 'the shared copy of the held request');
+    return async () => {
+      fs.writeFileSync(release, '');
+      return listing(await held);
+    };
+  }
 
-  test('a rewritten kept copy is not reused: the next request gets the tarball it sent', async () => {
+  test('a rewritten shared copy is not reused: the next request gets the tarball it sent', async () => {
     const tgz = victim();
     const want = listing(await generate(tgz, 'none'));
     assert.match(want['a.yaml']!, /^file 0644 good: /);
+    const done = await holding(tgz);
     listing(await generate(tgz, 'plain'));
-    await eventually(() => leftovers(server).length === 1, 5_000, 'only the kept copy');
-    assert.deepEqual(kept().map(b => b.length), [tgz.length + 1], 'the command did not rewrite the kept copy');
+    assert.deepEqual(shared().map(b => b.length), [tgz.length + 1], 'the command did not rewrite the shared copy');
     assert.deepEqual(listing(await generate(tgz, 'none')), want);
+    assert.deepEqual(await done(), want);
+    await eventually(() => leftovers(server).length === 0, 5_000, `nothing kept (left: ${leftovers(server).join(', ')})`);
   });
 
-  test('a kept copy changed behind its inode, size and mtime fails the extraction that finds it, and is received anew', async () => {
+  test('a shared copy changed behind its inode, size and mtime fails the extraction that finds it, and is received anew', async () => {
     const tgz = victim();
     const want = listing(await generate(tgz, 'none'));
+    const done = await holding(tgz);
     listing(await generate(tgz, 'stealthy'));
-    await eventually(() => leftovers(server).length === 2, 5_000, 'only the two kept copies');
-    assert.ok(kept().some(b => b.length === tgz.length && b.subarray(0, 64).equals(fs.readFileSync(evil).subarray(0, 64))), 'the command did not change the kept copy');
+    assert.ok(shared().some(b => b.length === tgz.length && b.subarray(0, 64).equals(fs.readFileSync(evil).subarray(0, 64))), 'the command did not change the shared copy');
     assertOurError('spoolChanged', await generate(tgz, 'none'), [repoMetadata(tgz).checksum], {
       prefix: 'generate manifest error receiving stream: error decompressing tgz file: ',
     });
     assert.deepEqual(listing(await generate(tgz, 'none')), want);
+    // The holder extracted before the copy changed.
+    assert.deepEqual(await done(), want);
+    await eventually(() => leftovers(server).length === 0, 5_000, `nothing kept (left: ${leftovers(server).join(', ')})`);
   });
 });

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
 import { appName, checkout, countRuns, generateApp, KUSTOMIZE_LIKE, monorepoFiles, PRINTS_REVISION, revisionEnv, usesBase } from '../helpers/monorepo.js';
-import { MODES, startCmp, type CmpServer } from './harness.js';
+import { MODES, oneRunAtATime, startCmp, type CmpServer } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
@@ -29,7 +29,7 @@ async function setup(mode: (typeof MODES)[number], spec: string, env: Record<str
   const server: CmpServer = await startCmp(mode, {
     pluginYaml: pluginYaml(name, spec),
     socketName: `${name}.sock`,
-    env: { CMP_OFFLOAD_CACHE: 'traced', ...env },
+    env: { CMP_OFFLOAD_CACHE: 'traced', ...oneRunAtATime(mode), ...env },
   });
   const client: CmpTestClient = openCmpClient(server.socketPath);
   return { server, client, dir: path.join(work, `repo-${serial}`), counter: counterFile() };

@@ -11,7 +11,7 @@ import { rng } from '../helpers/rng.js';
 import { argoRefreshes } from '../helpers/argo-refresh.js';
 import { appName, checkout, countRuns, generateApp, LAYERED_PLUGIN, monorepoFiles } from '../helpers/monorepo.js';
 import { freePort } from '../helpers/redis-server.js';
-import { MODES, startCmp } from './harness.js';
+import { MODES, oneRunAtATime, startCmp } from './harness.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
@@ -172,7 +172,7 @@ for (const mode of DIFF_MODES) {
         startCmp(mode, {
           pluginYaml: pluginYaml('diff-traced', SPEC),
           socketName: 'diff-traced.sock',
-          env: { CMP_OFFLOAD_CACHE: 'traced', CMP_OFFLOAD_HTTP_ADDR: 'off' },
+          env: { CMP_OFFLOAD_CACHE: 'traced', CMP_OFFLOAD_HTTP_ADDR: 'off', ...oneRunAtATime(mode) },
           proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`, CMP_OFFLOAD_DASHBOARD_TOKEN: TOKEN },
         }),
         startCmp(mode, { pluginYaml: pluginYaml('diff-off', SPEC), socketName: 'diff-off.sock', env: { CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_HTTP_ADDR: 'off' } }),

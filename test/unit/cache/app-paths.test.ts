@@ -13,7 +13,7 @@ test('a record: the value moved to the repository root, or why there is none', (
   const o = originOf(env('apps/guestbook'), 'guestbook', 'helm');
   assert.equal(o.root, 'apps');
   const r = appPathsRecord(o, { shape }, 1000, 500)!;
-  assert.deepEqual(r, { app: 'guestbook', plugin: 'helm', repoUrl: 'https://git.example/repo.git', sourcePath: 'apps/guestbook', value: '/apps/guestbook', at: 1000, until: 1500 });
+  assert.deepEqual(r, { app: 'guestbook', plugin: 'helm', repoUrl: 'https://git.example/repo.git', sourcePath: 'apps/guestbook', value: '/"apps/guestbook;/apps/guestbook', at: 1000, until: 1500 });
   assert.match(appPathsRecord(originOf(env('other/guestbook'), 'apps/guestbook', 'helm'), { shape }, 0, 1)!.reason!, /ARGOCD_APP_SOURCE_PATH/);
   assert.match(appPathsRecord(o, { reason: fallbackReason({ complete: false, reason: 'too many paths' }) }, 0, 1)!.reason!, /too many paths/);
   assert.equal(appPathsRecord(originOf([], '.', 'helm'), { shape }, 0, 1), undefined);
@@ -29,7 +29,7 @@ test('the view: the newest record, and no value once a second source shows up', 
     plugin: 'helm',
     repoUrl: 'https://git.example/repo.git',
     sourcePath: 'apps/guestbook',
-    value: '/apps/guestbook/a.yaml',
+    value: '/"apps/guestbook/a.yaml;/apps/guestbook/a.yaml',
   });
   const second = appPathsRecord(originOf(env('charts/guestbook'), 'charts/guestbook', 'helm'), { shape }, 1500, 10_000)!;
   const view = viewOf([newer, second])!;
@@ -38,7 +38,7 @@ test('the view: the newest record, and no value once a second source shows up', 
   assert.equal(viewOf([]), undefined);
   // The same source through an upgraded plugin (its name carries the version) is not a second source.
   const upgraded = appPathsRecord(originOf(env('apps/guestbook'), 'guestbook', 'helm-v2'), { shape }, 3000, 10_000)!;
-  assert.equal(viewOf([newer, upgraded])!.value, '/apps/guestbook');
+  assert.equal(viewOf([newer, upgraded])!.value, '/"apps/guestbook;/apps/guestbook');
 });
 
 test('memory store: one record per source, replaced by the next, gone after the TTL', async () => {
@@ -85,9 +85,9 @@ test('the derivation of a shape is remembered: the same shape and root give the 
   assert.equal(again.value, first.value);
   // A shape object seen once keeps its id: mutating it afterwards (never done outside this test) shows the memo is used.
   const s = { touched: ['guestbook/x.yaml'], listed: [], revision: false };
-  assert.equal(appPathsRecord(o, { shape: s }, 0, 1)!.value, '/apps/guestbook/x.yaml');
+  assert.equal(appPathsRecord(o, { shape: s }, 0, 1)!.value, '/"apps/guestbook/x.yaml;/apps/guestbook/x.yaml');
   s.touched = ['guestbook/y.yaml'];
-  assert.equal(appPathsRecord(o, { shape: s }, 0, 1)!.value, '/apps/guestbook/x.yaml');
+  assert.equal(appPathsRecord(o, { shape: s }, 0, 1)!.value, '/"apps/guestbook/x.yaml;/apps/guestbook/x.yaml');
   // Another root is another derivation.
-  assert.equal(appPathsRecord(originOf(env('charts/guestbook'), 'guestbook', 'helm'), { shape: s }, 0, 1)!.value, '/charts/guestbook/y.yaml');
+  assert.equal(appPathsRecord(originOf(env('charts/guestbook'), 'guestbook', 'helm'), { shape: s }, 0, 1)!.value, '/"charts/guestbook/y.yaml;/charts/guestbook/y.yaml');
 });

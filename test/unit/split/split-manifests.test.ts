@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { splitManifests } from '../../../cmp/split/split-manifests.js';
+import { ManifestsTooLarge, splitManifests } from '../../../cmp/split/split-manifests.js';
+import { ManifestResponse } from '../../../proto/generated/cmpserver/plugin/plugin.js';
 import { repoRoot } from './repo-root.js';
 
 const split = (s: string | Buffer): string[] => splitManifests(typeof s === 'string' ? Buffer.from(s, 'utf8') : s);
@@ -198,4 +199,80 @@ test('deeply nested documents (121 levels) convert', () => {
 
 test('the error message always starts with the Argo prefix', () => {
   assert.match(splitError('a: [\n'), /^failed to unmarshal manifest: error converting YAML to JSON: yaml: /);
+});
+
+// Hostile output: the size of what aliases expand to is bounded by the message size limit.
+/** The framed ManifestResponse grpc-js would try to send for these manifests. */
+const framedBytes = (manifests: string[]) => 5 + ManifestResponse.encode({ manifests, sourceType: '' }).finish().length;
+
+function tooLarge(buf: Buffer, max: number): ManifestsTooLarge {
+  try {
+    splitManifests(buf, max);
+  } catch (err) {
+    if (err instanceof ManifestsTooLarge) return err;
+    throw err;
+  }
+  assert.fail('expected ManifestsTooLarge');
+}
+
+/** One 64 KiB scalar anchored once and aliased `n` times (about 74 KB of YAML for 3000). */
+function aliasBomb(n: number, docs = 1): Buffer {
+  const doc = `kind: List\nitems: [&b ${'x'.repeat(64 * 1024)}${',*b'.repeat(n)}]\n`;
+  return Buffer.from(Array.from({ length: docs }, () => doc).join('---\n'));
+}
+
+test('a 64 KiB scalar aliased 3000 times stops at the message limit, in bounded time and memory', () => {
+  const buf = aliasBomb(3000);
+  assert.ok(buf.length < 75 * 1000, `${buf.length} bytes of YAML`);
+  const max = 100 * 1024 * 1024;
+  const heapBefore = process.memoryUsage().heapUsed;
+  const t0 = performance.now();
+  const err = tooLarge(buf, max);
+  const ms = performance.now() - t0;
+  const grown = process.memoryUsage().heapUsed - heapBefore;
+  // It would be a 196 MB manifest: 3001 copies of the scalar, measured without being written out.
+  assert.ok(err.messageBytes > 3001 * 64 * 1024, String(err.messageBytes));
+  assert.equal(err.maxBytes, max);
+  assert.ok(ms < 10_000, `${ms} ms`);
+  assert.ok(grown < 64 * 1024 * 1024, `heap grew by ${grown} bytes`);
+});
+
+test('the size reported past the limit is exactly the message grpc-js would have refused', () => {
+  for (const docs of [1, 3]) {
+    const buf = aliasBomb(40, docs);
+    const all = splitManifests(buf);
+    const size = framedBytes(all);
+    // The whole answer fits a limit of exactly its protobuf size, and not one byte less.
+    assert.deepEqual(splitManifests(buf, size - 5), all);
+    const err = tooLarge(buf, size - 6);
+    assert.equal(err.messageBytes, size);
+    // Stopped in the first document: the rest is measured, not built.
+    assert.equal(tooLarge(buf, 1024).messageBytes, size);
+  }
+  // JSON mode and plain YAML too, with escapes and multi-byte characters.
+  for (const text of ['{"a": "é<>"}\n{"b": 2}\n', `a: "é<>\\u0001"\nb: [1, 2.5, -0.0, true, ~]\n---\nnull\n---\nc: 1e400\n`]) {
+    const buf = Buffer.from(text);
+    const size = framedBytes(splitManifests(buf));
+    assert.deepEqual(splitManifests(buf, size - 5), splitManifests(buf));
+    assert.equal(tooLarge(buf, size - 6).messageBytes, size);
+    assert.equal(tooLarge(buf, 0).messageBytes, size);
+  }
+});
+
+test('an error after the limit is still the error Go reports: the output is split whole first', () => {
+  const buf = Buffer.concat([aliasBomb(100), Buffer.from('---\na: 1\n  b: 2\n')]);
+  assert.throws(() => splitManifests(buf, 1024), (err: Error) => !(err instanceof ManifestsTooLarge) && err.message === CONV + 'yaml: line 2: mapping values are not allowed in this context');
+  const nan = Buffer.concat([aliasBomb(100), Buffer.from('---\na: .nan\n')]);
+  assert.throws(() => splitManifests(nan, 1024), { message: CONV + 'json: unsupported value: NaN' });
+});
+
+test('shared alias values keep go-yaml\'s alias counting: merges, nested anchors, excessive aliasing', () => {
+  // Merge of a shared map, then explicit keys; nested aliases of aliases.
+  assert.deepEqual(split('a: &a {x: 1, z: [1, 2]}\nb: &b [*a, *a]\nc: [*b, *b]\nm: {<<: *a, x: 2}\np: {x: 3, <<: *a}\n'), [
+    '{"a":{"x":1,"z":[1,2]},"b":[{"x":1,"z":[1,2]},{"x":1,"z":[1,2]}],"c":[[{"x":1,"z":[1,2]},{"x":1,"z":[1,2]}],[{"x":1,"z":[1,2]},{"x":1,"z":[1,2]}]],"m":{"x":2,"z":[1,2]},"p":{"x":1,"z":[1,2]}}',
+  ]);
+  // The classic laughs still trip go-yaml's ratio (as Go: decodeCount and aliasCount per node).
+  const lines = ['a: &a [x, x, x, x, x, x, x, x, x]'];
+  for (let i = 1; i < 9; i++) lines.push(`${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(9).fill('*' + String.fromCharCode(96 + i)).join(', ')}]`);
+  assert.equal(splitError(lines.join('\n') + '\n'), CONV + 'yaml: document contains excessive aliasing');
 });

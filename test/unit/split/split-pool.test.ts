@@ -1,0 +1,54 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { preparedOf } from '../../../cmp/split/prepared.js';
+import { ManifestsTooLarge, splitManifests } from '../../../cmp/split/split-manifests.js';
+import { INLINE_SPLIT_BYTES, splitPool } from '../../../cmp/split/split-pool.js';
+import { ManifestResponse } from '../../../proto/generated/cmpserver/plugin/plugin.js';
+
+// The threads give what the loop would: the same manifests, errors and sizes, plus the encoding.
+
+const yamlStream = (n: number) => Buffer.from(Array.from({ length: n }, (_, i) => `kind: ConfigMap\nmetadata:\n  name: "c-${i} é <&>"\ndata: {n: ${i}, f: 1.50, b: yes}\n`).join('---\n'));
+
+test('a large output split in a thread gives the manifests the loop would, with their ManifestResponse encoding', async () => {
+  const buf = yamlStream(2000);
+  assert.ok(buf.length > INLINE_SPLIT_BYTES);
+  const expected = splitManifests(buf);
+  // The pool takes the buffer over (moved to the thread): it gets a copy here.
+  const manifests = await splitPool.split(Buffer.from(buf), 100 * 1024 * 1024, 100 * 1024 * 1024);
+  assert.deepEqual(manifests, expected);
+  const prepared = preparedOf(manifests)!;
+  assert.ok(prepared, 'prepared');
+  assert.deepEqual(prepared.encoded, Buffer.from(ManifestResponse.encode({ manifests, sourceType: '' }).finish()));
+  assert.equal(prepared.bytes, manifests.reduce((n, m) => n + Buffer.byteLength(m), 0));
+  // Small outputs stay on the loop.
+  assert.equal(preparedOf(await splitPool.split(yamlStream(1), 1024, 1024)), undefined);
+});
+
+test('errors and the size limit come back from the thread as the loop would throw them', async () => {
+  const bad = Buffer.concat([yamlStream(500), Buffer.from('---\na: 1\n  b: 2\n')]);
+  const message = 'failed to unmarshal manifest: error converting YAML to JSON: yaml: line 2: mapping values are not allowed in this context';
+  assert.throws(() => splitManifests(bad), { message });
+  await assert.rejects(splitPool.split(Buffer.from(bad), 1e9, 1e9), { message });
+  const buf = yamlStream(2000);
+  let inline: ManifestsTooLarge | undefined;
+  try {
+    splitManifests(buf, 4096);
+  } catch (err) {
+    inline = err as ManifestsTooLarge;
+  }
+  await assert.rejects(splitPool.split(Buffer.from(buf), 4096, 1e9), (err: unknown) => err instanceof ManifestsTooLarge && err.messageBytes === inline!.messageBytes && err.maxBytes === 4096);
+});
+
+test('a large stored result is parsed in a thread; anything but a result is refused', async () => {
+  const manifests = splitManifests(yamlStream(2000));
+  const json = Buffer.from(JSON.stringify({ kind: 'generate', manifests }));
+  const inline = (b: Buffer) => JSON.parse(b.toString()) as { kind: string };
+  const r = (await splitPool.parseResult(json, inline)) as { kind: string; manifests: string[] };
+  assert.deepEqual(r, { kind: 'generate', manifests });
+  assert.deepEqual(preparedOf(r.manifests)!.encoded, Buffer.from(ManifestResponse.encode({ manifests, sourceType: '' }).finish()));
+  const params = { kind: 'parameters', parameterAnnouncements: Array.from({ length: 500 }, (_, i) => ({ name: `p${i}`, title: 'x'.repeat(40) })) };
+  assert.deepEqual(await splitPool.parseResult(Buffer.from(JSON.stringify(params)), inline), params);
+  for (const junk of ['x'.repeat(20_000), JSON.stringify({ kind: 'generate', manifests: [1, ...manifests] }), JSON.stringify(manifests)]) {
+    assert.equal(await splitPool.parseResult(Buffer.from(junk), inline), undefined);
+  }
+});
