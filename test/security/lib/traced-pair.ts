@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { startCmp, type CmpServer, type Mode } from '../../e2e/harness.js';
+import { oneRunAtATime, startCmp, type CmpServer, type Mode } from '../../e2e/harness.js';
 import { chunksOf, openCmpClient, repoMetadata, type CmpTestClient } from '../../helpers/grpc-client.js';
 import { pluginYaml } from '../../helpers/plugin-yaml.js';
 import { fetchListening, scrape } from '../../helpers/metrics.js';
@@ -37,7 +37,9 @@ export async function startPair(mode: Mode, name: string, spec: string, env: Rec
     startCmp(mode, {
       pluginYaml: pluginYaml(`${name}-traced`, spec),
       socketName: `${name}-traced.sock`,
-      env: { ...env, CMP_OFFLOAD_CACHE: 'traced', CMP_OFFLOAD_HTTP_ADDR: 'off' },
+      // A standalone proxy stores no answer of a run that overlapped another: one at a time, every
+      // complete record counts (the suites require some).
+      env: { ...env, CMP_OFFLOAD_CACHE: 'traced', CMP_OFFLOAD_HTTP_ADDR: 'off', ...oneRunAtATime(mode) },
       proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${port}`, CMP_OFFLOAD_DASHBOARD_TOKEN: TOKEN },
       workers: 1,
     }),

@@ -370,7 +370,7 @@ test('soundness on real git diffs: names git quotes, spaces, `;`, through the we
   plan.forEach(({ root, before, reads, commits }, round) => {
     const inRepo = (f: string) => (root === '' ? f : `${root}/${f}`);
     const oldIndex = indexOf(before);
-    const shape = shapeOf({ complete: true, ...reads, moved: [] }, oldIndex, false)!;
+    const shape = shapeOf({ complete: true, ...reads, moved: [], traversed: [] }, oldIndex, false)!;
     const derived = deriveFromShape(shape, root);
     assert.ok('value' in derived, JSON.stringify(derived));
     commits.forEach((after, c) => {
