@@ -31,10 +31,55 @@ export function shapeOf(reads: Extract<RecordedReads, { complete: true }>, index
   }
   const listed = new Set(reads.listed);
   for (const p of reads.touched) listed.add(p === '' || index.entries.get(p)?.type === 'dir' ? p : parentOf(p));
-  // A directory a lookup only passed reveals that it is one: its state as a touched path.
-  const touched = new Set([...reads.touched, ...reads.traversed]);
-  for (const p of reads.traversed) if (p !== '' && index.entries.get(p)?.type !== 'dir') listed.add(parentOf(p));
+  const touched = new Set(reads.touched);
+  const passedDirs: string[] = [];
+  for (const p of reads.traversed) {
+    if (p === '' || index.entries.get(p)?.type === 'dir') passedDirs.push(p);
+    else {
+      // Absent, a file (ENOTDIR) or a symlink crossed: its state, as a touched path.
+      touched.add(p);
+      listed.add(parentOf(p));
+    }
+  }
+  for (const w of witnesses(index, passedDirs, [...touched, ...listed])) touched.add(w);
   return { touched: [...touched].sort(), listed: [...listed].sort(), revision };
+}
+
+/**
+ * A directory a lookup only passed (left with `..`) reveals only that it is one, which holds
+ * exactly while something under it exists. For each such directory: nothing when an existing
+ * path under it is keyed already, else its first file, whose absence then shows the directory
+ * gone. Keying the directory itself would do for the key but not for manifest-generate-paths,
+ * where a directory matches every change under it.
+ */
+function witnesses(index: TreeIndex, dirs: readonly string[], keyed: readonly string[]): string[] {
+  if (dirs.length === 0) return [];
+  const existing = keyed.filter(p => p !== '' && index.entries.has(p)).sort();
+  const children = childrenOf(index);
+  const out: string[] = [];
+  for (const d of dirs) {
+    const prefix = d === '' ? '' : `${d}/`;
+    let lo = 0;
+    let hi = existing.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (existing[mid]! < prefix) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo < existing.length && existing[lo]!.startsWith(prefix)) continue;
+    out.push(firstFileUnder(index, children, d) ?? d);
+  }
+  return out;
+}
+
+function firstFileUnder(index: TreeIndex, children: Map<string, string[]>, dir: string): string | undefined {
+  for (const name of children.get(dir) ?? []) {
+    const p = dir === '' ? name : `${dir}/${name}`;
+    if (index.entries.get(p)?.type !== 'dir') return p;
+    const below = firstFileUnder(index, children, p);
+    if (below !== undefined) return below;
+  }
+  return undefined;
 }
 
 /** A stable name of a shape. */

@@ -33,7 +33,11 @@ test('a directory a lookup only passed (`..`, a link crossed) counts by its type
   const before = ['apps/', 'apps/a/', 'apps/a/k', 'base/', 'base/x'];
   const reads = { touched: ['base/x'], listed: [], traversed: ['apps/a', 'apps'] };
   assert.ok(!keyChanges(reads, before, [...before, 'apps/README.md']), 'apps/a/../../base/x does not look at the entries of apps');
-  assert.ok(keyChanges(reads, before, ['apps', 'apps/a/', 'apps/a/k', 'base/', 'base/x']), 'apps turned into a file');
+  assert.ok(keyChanges(reads, before, ['apps', 'base/', 'base/x']), 'apps turned into a file');
+  assert.ok(keyChanges(reads, before, ['base/', 'base/x']), 'apps removed');
+  // Not as the directory itself: for manifest-generate-paths a directory matches every change under it.
+  const shape = shapeOf({ complete: true, moved: [], ...reads }, indexOf(before), false)!;
+  assert.deepEqual(shape.touched, ['apps/a/k', 'base/x'], 'apps/a/k witnesses both directories');
 });
 
 test('a renamed directory or symlink (either end of the rename) leaves no shape', () => {
