@@ -18,11 +18,11 @@ export async function scrape(port: number): Promise<Map<string, number>> {
  * the background once its socket listens, which on a loaded machine, and with several proxy
  * processes to fork first, can come after a test's first requests are answered.
  */
-async function fetchListening(url: string): Promise<Response> {
+export async function fetchListening(url: string, init?: RequestInit): Promise<Response> {
   const end = Date.now() + 30_000;
   for (;;) {
     try {
-      return await fetch(url);
+      return await fetch(url, init);
     } catch (err) {
       if ((err as { cause?: { code?: string } }).cause?.code !== 'ECONNREFUSED' || Date.now() > end) throw err;
       await new Promise(r => setTimeout(r, 50));
