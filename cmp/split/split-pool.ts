@@ -43,8 +43,17 @@ function heapMb(maxMessageBytes: number, maxOutputBytes: number): number {
 
 /** The buffer's own bytes, to transfer: a view into a larger buffer is copied. */
 function ownBuffer(b: Buffer): ArrayBuffer {
-  const own = b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b : Buffer.from(b);
-  return own.buffer as ArrayBuffer;
+  if (b.byteOffset === 0 && b.byteLength === b.buffer.byteLength) {
+    // Moved, not copied, when it may be: Node 24 refuses to transfer the memory of some Buffers.
+    try {
+      return structuredClone(b.buffer as ArrayBuffer, { transfer: [b.buffer as ArrayBuffer] });
+    } catch {
+      // not transferable: copied below
+    }
+  }
+  const copy = new ArrayBuffer(b.byteLength);
+  new Uint8Array(copy).set(b);
+  return copy;
 }
 
 /**
@@ -92,7 +101,15 @@ class ManifestThreads {
       const p: Pending = { job, manifests: [], resolve, reject, signal };
       this.busy.set(worker, p);
       worker.ref();
-      worker.postMessage(job, [job.op === 'split' ? job.stdout : job.json]);
+      try {
+        worker.postMessage(job, [job.op === 'split' ? job.stdout : job.json]);
+      } catch (err) {
+        // Not sent: the thread is idle again, and the job fails alone.
+        this.busy.delete(worker);
+        worker.unref();
+        this.rest(worker);
+        return reject(err);
+      }
       // A cancelled request's split is not worth finishing: its thread goes.
       signal?.addEventListener('abort', () => this.busy.get(worker) === p && void worker.terminate(), { once: true });
     });
