@@ -1,14 +1,14 @@
 /**
  * `npm run bench [-- --quick] [--only a,b] [--profile]`: run the scenarios of bench/scenarios,
- * print the table, write bench/results.json and the README table between the bench markers.
- * A run with --only writes bench/out/results-partial.json instead and leaves the README alone.
+ * print the table, write bench/results.json and the table between the bench markers of docs/performance.md.
+ * A run with --only writes bench/out/results-partial.json instead and leaves docs/performance.md alone.
  * Needs a build (`npm run bench` does it) and redis-server on PATH.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT } from '../test/helpers/paths.js';
 import { environment } from './lib/environment.js';
-import { markdownTable, writeReadmeTable, type Results } from './lib/report.js';
+import { markdownTable, writeBenchTable, type Results } from './lib/report.js';
 import type { BenchOptions, Row } from './lib/types.js';
 import { SCENARIOS } from './scenarios/index.js';
 
@@ -63,7 +63,7 @@ if (only) {
   fs.writeFileSync(path.join(opts.outDir, 'results-partial.json'), JSON.stringify(results, null, 2) + '\n');
 } else {
   fs.writeFileSync(path.join(REPO_ROOT, 'bench', 'results.json'), JSON.stringify(results, null, 2) + '\n');
-  writeReadmeTable(path.join(REPO_ROOT, 'README.md'), table);
+  writeBenchTable(path.join(REPO_ROOT, 'docs', 'performance.md'), table);
 }
 // Exit even if a failed scenario left a handle open (a child or a client): the results are written.
 process.exit(errors.length ? 1 : 0);

@@ -43,12 +43,12 @@ export function markdownTable(r: Results): string {
 export const START = '<!-- bench:start -->';
 export const END = '<!-- bench:end -->';
 
-/** Replace the text between the bench markers of the README (added at the end if missing). */
-export function writeReadmeTable(readmePath: string, table: string): void {
-  const text = fs.readFileSync(readmePath, 'utf8');
+/** Replace the text between the bench markers of a page, docs/performance.md (added at the end if missing). */
+export function writeBenchTable(pagePath: string, table: string): void {
+  const text = fs.readFileSync(pagePath, 'utf8');
   const block = `${START}\n${table}\n${END}`;
   const a = text.indexOf(START);
   const b = text.indexOf(END);
   const next = a >= 0 && b > a ? text.slice(0, a) + block + text.slice(b + END.length) : `${text.trimEnd()}\n\n${block}\n`;
-  fs.writeFileSync(readmePath, next);
+  fs.writeFileSync(pagePath, next);
 }

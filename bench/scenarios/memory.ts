@@ -16,7 +16,7 @@ export const memory: Scenario = {
   title: 'RSS growth of the proxy, the worker and its runner while a large incompressible tarball goes through (distributed mode)',
   async run(opts) {
     // 500 MiB, not 512: distributed mode keeps a tarball in one Redis string, and Redis refuses
-    // strings over 512 MB (proto-max-bulk-len), which a 512 MiB tarball exceeds (README: findings).
+    // strings over 512 MB (proto-max-bulk-len), which a 512 MiB tarball exceeds (docs/performance.md#found-while-benchmarking).
     const size = (opts.quick ? 64 : 500) * MiB;
     const t = await randomTarball(opts.outDir, `memory-${size / MiB}`, size);
     const d = await startDistributed({ pluginYaml: PLUGIN, socketName: 'mem.sock', workers: 1, env: profileEnv(opts, 'memory') });

@@ -20,7 +20,7 @@ interface Measure {
 }
 
 /**
- * Runner isolation's cost (README: Runner isolation): one worker at CMP_OFFLOAD_CONCURRENCY=2
+ * Runner isolation's cost (docs/security.md#cost-of-runner-isolation): one worker at CMP_OFFLOAD_CONCURRENCY=2
  * with today's one shared runner (CMP_OFFLOAD_RUNNER_ISOLATION=shared) against two isolated
  * runners (one request at a time each, a sweep after each run), on the same machine (equal CPU);
  * and the sweep's duration per run, from the worker's job log (stage `sweep`).

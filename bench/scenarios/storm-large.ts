@@ -67,7 +67,7 @@ async function proxyPass(env: Record<string, string>, t: Tarball, warmUp: Tarbal
     pluginYaml: PLUGIN,
     socketName: 'storm-large.sock',
     // '': the default CMP_OFFLOAD_SPOOL_KEEP_BYTES (the test helper's is 0). One run at a time: a
-    // standalone run that overlapped another is not stored (README, Modes), and the warm pass
+    // standalone run that overlapped another is not stored (docs/architecture.md#standalone), and the warm pass
     // measures ingest of cached apps, not reruns.
     env: {
       ...env,

@@ -6,6 +6,7 @@ import type { RevisionRule } from '../cache/traced-key.js';
 import type { TraceOptions } from '../trace/read-recorder.js';
 import { availableCpus } from './available-cpus.js';
 import { parseGoDuration } from './go-duration.js';
+import type { SettingName } from './settings.js';
 
 /**
  * Every setting of the service, read once from the environment at start and frozen. Argo's own
@@ -607,7 +608,7 @@ function httpAddress(raw: string): HttpAddress | undefined {
 const MIN_DASHBOARD_TOKEN_BYTES = 16;
 
 /** A secret given inline (`NAME`) or as a file (`NAME_FILE`, one trailing newline dropped); never echoed. */
-function secretSetting(env: Env, name: string, what: string): string | undefined {
+function secretSetting(env: Env, name: SettingName, what: string): string | undefined {
   const inline = env[name];
   const file = env[`${name}_FILE`];
   if (inline && file) throw new OptionsError(`set only one of ${name} and ${name}_FILE`);
@@ -654,7 +655,7 @@ function signingKey(env: Env): Buffer | undefined {
   return key;
 }
 
-function positiveDuration(env: Env, name: string, fallbackMs: number): number {
+function positiveDuration(env: Env, name: SettingName, fallbackMs: number): number {
   const ms = duration(env, name, fallbackMs);
   if (ms <= 0) fail(name, String(env[name]), 'a positive duration');
   return ms;
@@ -717,18 +718,18 @@ function argoDuration(raw: string | undefined, fallbackMs: number): number {
   }
 }
 
-function fail(name: string, raw: string, expected: string): never {
+function fail(name: SettingName, raw: string, expected: string): never {
   throw new OptionsError(`invalid value ${JSON.stringify(raw)} for ${name}: expected ${expected}`);
 }
 
-function integer(env: Env, name: string, fallback: number, min: number): number {
+function integer(env: Env, name: SettingName, fallback: number, min: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) < min) fail(name, raw, `an integer >= ${min}`);
   return Number(raw);
 }
 
-function duration(env: Env, name: string, fallbackMs: number): number {
+function duration(env: Env, name: SettingName, fallbackMs: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallbackMs;
   try {
@@ -741,7 +742,7 @@ function duration(env: Env, name: string, fallbackMs: number): number {
 const UNITS: Record<string, number> = { '': 1, k: 1e3, m: 1e6, g: 1e9, ki: 1024, mi: MiB, gi: GiB };
 
 /** A byte count: `1048576`, `512Mi`, `2Gi`, `100M`. */
-function bytes(env: Env, name: string, fallback: number, zero = false): number {
+function bytes(env: Env, name: SettingName, fallback: number, zero = false): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const m = /^(\d+)\s*([kKmMgG]i?)?$/.exec(raw.trim());
@@ -750,7 +751,7 @@ function bytes(env: Env, name: string, fallback: number, zero = false): number {
   return Number(m[1]) * unit;
 }
 
-function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+function oneOf<T extends string>(env: Env, name: SettingName, allowed: readonly T[], fallback: T): T {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   if (!(allowed as readonly string[]).includes(raw)) fail(name, raw, `one of ${allowed.join(', ')}`);
@@ -758,7 +759,7 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
 }
 
 /** An env variable name (letters, digits, `_`, not starting with a digit). */
-function envName(env: Env, name: string, fallback: string): string {
+function envName(env: Env, name: SettingName, fallback: string): string {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(raw)) fail(name, raw, 'an env variable name (letters, digits and _)');

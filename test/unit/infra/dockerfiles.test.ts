@@ -47,7 +47,7 @@ test('both images build and run on Node 24 LTS, which package.json engines admit
     assert.deepEqual(bases, ['node:24-bookworm-slim', 'node:24-bookworm-slim'], `${file}: every stage on Node 24 LTS`);
   }
   const engines = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')).engines.node as string;
-  assert.equal(engines, '^20.19.0 || >=22.12', 'engines.node: update the README (Quick start, Node.js versions) with it');
+  assert.equal(engines, '^20.19.0 || >=22.12', 'engines.node: update README.md (Quick start) and docs/development.md (Node.js versions) with it');
 });
 
 test('the worker image runs tini as PID 1 in front of node', () => {

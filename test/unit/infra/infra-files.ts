@@ -46,11 +46,11 @@ export function kustomizationFiles(dir: string): { resources: string[]; patches:
   };
 }
 
-/** The YAML examples of one section of the operations guide (from its heading) that hold `patches`. */
-export function documentedPatches(heading: string): Obj[][] {
-  const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
+/** The YAML examples of one section of a docs page (from its heading) that hold `patches`. */
+export function documentedPatches(heading: string, page = 'docs/operations.md'): Obj[][] {
+  const ops = fs.readFileSync(path.join(REPO_ROOT, page), 'utf8');
   const start = ops.indexOf(heading);
-  if (start < 0) throw new Error(`docs/operations.md has no section ${heading}`);
+  if (start < 0) throw new Error(`${page} has no section ${heading}`);
   const end = ops.indexOf('\n#', start + 10);
   const section = ops.slice(start, end < 0 ? undefined : end);
   const blocks = [...section.matchAll(/^( *)```yaml\n([\s\S]*?)^\1```/gm)].map(m => m[2]!.replace(new RegExp(`^${m[1]}`, 'gm'), ''));

@@ -573,7 +573,7 @@ test('kubectl kustomize renders the Sentinel and Cluster overlays (kubectl 1.21+
 
 test('kubectl kustomize renders the egress component and the documented patches of the network policies (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
   requireKubectl();
-  const patches = documentedPatches('### 7.1 Network policies');
+  const patches = documentedPatches('## Network policies', 'docs/security.md');
   assert.equal(patches.length, 2, 'expected the monitoring-namespace and the egress-CIDR examples');
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-netpol-'));
   try {

@@ -4,11 +4,14 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { OUR_ERRORS } from '../../../cmp/errors.js';
 import { metricNames } from '../../../cmp/observe/metrics.js';
+import { SETTINGS } from '../../../cmp/config/settings.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
 
 const read = (p: string) => fs.readFileSync(path.join(REPO_ROOT, p), 'utf8');
-const readme = read('README.md');
 const ops = read('docs/operations.md');
+const troubleshooting = read('docs/troubleshooting.md');
+/** README.md and every page of docs/. */
+const docs = ['README.md', ...fs.readdirSync(path.join(REPO_ROOT, 'docs')).filter(f => f.endsWith('.md')).map(f => `docs/${f}`)].map(read);
 /** The variables the code reads: options.ts parses them all, log.ts the two log settings. */
 const code = read('cmp/config/options.ts') + read('cmp/log.ts');
 
@@ -23,34 +26,28 @@ function namesReadByCode(): Set<string> {
   return names;
 }
 
-/** The first column of the README configuration table (`A` / `B` rows give both names). */
-function readmeSettings(): Set<string> {
-  const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 5));
-  const names = new Set<string>();
-  for (const row of section.split('\n').filter(l => l.startsWith('| `'))) {
-    const first = row.split('|')[1]!;
-    for (const m of first.matchAll(/`((?:ARGOCD|CMP_OFFLOAD)_[A-Z0-9_]+)`/g)) names.add(m[1]!);
-  }
-  return names;
+/** The variables of the settings table (cmp/config/settings.ts), which docs/configuration.md is written from. */
+function tableSettings(): Set<string> {
+  return new Set(SETTINGS.flatMap(s => s.names).filter(n => /^(?:ARGOCD|CMP_OFFLOAD)_/.test(n)));
 }
 
-test('every setting in the README table is read by the code, and every setting the code reads is in the table', () => {
-  const documented = readmeSettings();
+test('every setting in the settings table is read by the code, and every setting the code reads is in the table', () => {
+  const documented = tableSettings();
   const read = namesReadByCode();
   assert.ok(read.size >= 30, `found only ${read.size} names in the code`);
-  for (const n of documented) assert.ok(read.has(n), `README documents ${n}, which the code does not read`);
-  for (const n of read) assert.ok(documented.has(n), `the code reads ${n}, which the README table does not list`);
+  for (const n of documented) assert.ok(read.has(n), `the settings table documents ${n}, which the code does not read`);
+  for (const n of read) assert.ok(documented.has(n), `the code reads ${n}, which the settings table does not list`);
 });
 
 test('every CMP_OFFLOAD_ setting the docs mention exists in the code', () => {
   const read = namesReadByCode();
-  for (const text of [readme, ops]) {
+  for (const text of docs) {
     for (const m of text.matchAll(/\bCMP_OFFLOAD_[A-Z0-9_]*[A-Z0-9]\b/g)) assert.ok(read.has(m[0]), `docs mention ${m[0]}, which the code does not read`);
   }
 });
 
-test('the troubleshooting table of the operations guide covers every error of OUR_ERRORS', () => {
-  const section = ops.slice(ops.indexOf('## 6. Troubleshooting'), ops.indexOf('## 7.'));
+test('the troubleshooting page covers every error of OUR_ERRORS', () => {
+  const section = troubleshooting.slice(troubleshooting.indexOf('## By error message'), troubleshooting.indexOf("## Argo CD's own error texts"));
   for (const [kind, entry] of Object.entries(OUR_ERRORS)) {
     const text = (entry.text as (...a: unknown[]) => string)(...Array(entry.text.length).fill('\u0000'));
     // The text before its first variable part must be quoted in the table.
