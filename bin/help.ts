@@ -24,7 +24,7 @@ argocd-cmp-server. Without CMP_OFFLOAD_REDIS_URL it runs the plugin itself (stan
 it queues the work for workers (distributed).
 
 ${SERVER_FLAGS}
-environment (all settings: README.md, Configuration):
+environment (all settings: docs/configuration.md):
 ${SERVER_ENV},
   CMP_OFFLOAD_PROXY_PROCESSES, CMP_OFFLOAD_REDIS_URL, CMP_OFFLOAD_SIGNING_KEY(_FILE)
 

@@ -17,7 +17,7 @@ cmp-offload <command> --help shows a command's flags, settings and an example; -
 `;
 
 /**
- * `cmp-offload <command>`: one executable, one subcommand per role (architecture §8). Each role's
+ * `cmp-offload <command>`: one executable, one subcommand per role (docs/architecture.md#code-layout). Each role's
  * modules are loaded only when it runs: a worker scaled from zero should not pay for the proxy's.
  */
 export async function main(argv: string[]): Promise<number> {

@@ -3,7 +3,7 @@ import { Status } from './grpc-status.js';
 /**
  * An error with a gRPC status code. Argo's handlers return Go errors wrapped with `%w` at every
  * layer, and grpc-go derives the status from the innermost status/context error in the chain
- * (cmp-contract §15). We keep the same shape: the message is the full wrapped text, the code
+ * (docs/argo-contract.md#error-statuses). We keep the same shape: the message is the full wrapped text, the code
  * travels with it and survives wrapping.
  */
 export class CmpError extends Error {
@@ -55,8 +55,8 @@ export function sentMessageTooLarge(bytes: number, max: number): CmpError {
 
 /**
  * The errors cmp-offload adds to Argo's (Argo's own texts are reproduced where Argo produces them,
- * see cmp-contract.md). One entry per error: its gRPC status and its text. The README's error
- * table lists the same entries; a test keeps the two in step.
+ * see docs/argo-contract.md#error-statuses). One entry per error: its gRPC status and its text.
+ * The README's error table lists the same entries; a test keeps the two in step.
  */
 export const OUR_ERRORS = {
   tarballTooLarge: {

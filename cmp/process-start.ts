@@ -79,7 +79,7 @@ export function untilStopSignal(log: Logger, what: string, fields: () => Record<
   });
 }
 
-/** Argo wipes `_cmp_server` at start and recreates it 0700 (cmp-contract §1.3 step 6). */
+/** Argo wipes `_cmp_server` at start and recreates it 0700 (docs/argo-contract.md#start-up). */
 export async function resetWorkRoot(workRoot: string): Promise<void> {
   try {
     await fs.rm(workRoot, { recursive: true, force: true });

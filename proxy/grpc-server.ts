@@ -42,7 +42,7 @@ const CMP_SERVICE = {
 };
 
 /**
- * Build the gRPC server argocd-cmp-server registers (cmp-contract §3.5): the CMP service,
+ * Build the gRPC server argocd-cmp-server registers (docs/argo-contract.md#services): the CMP service,
  * health and reflection (v1 and v1alpha), with Argo's message size limit both ways. No bind.
  */
 export function buildGrpcServer(deps: StreamingRpcDeps): grpc.Server {

@@ -11,7 +11,7 @@ const SERVING = 'SERVING';
 
 /**
  * grpc.health.v1.Health as grpc-go's health.NewServer() behaves in argocd-cmp-server
- * (cmp-contract §3.5): service "" is SERVING, any other name is NOT_FOUND `unknown service`,
+ * (docs/argo-contract.md#services): service "" is SERVING, any other name is NOT_FOUND `unknown service`,
  * and the status never changes.
  */
 export function addHealthService(server: grpc.Server, pkg: protoLoader.PackageDefinition): void {

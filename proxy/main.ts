@@ -28,7 +28,7 @@ interface Front {
 }
 
 /**
- * `cmp-offload proxy`: the composition root. Starts like argocd-cmp-server (cmp-contract §1.3):
+ * `cmp-offload proxy`: the composition root. Starts like argocd-cmp-server (docs/argo-contract.md#start-up):
  * read and validate plugin.yaml, remove a stale socket, listen, reset the work root, serve.
  * Returns the process exit code once the server has shut down.
  */

@@ -21,7 +21,7 @@ export interface CacheKeyInput {
 }
 
 /**
- * The output cache key (architecture §4): sha256 over a versioned JSON array, which is an
+ * The output cache key (docs/traced-cache.md#output-cache): sha256 over a versioned JSON array, which is an
  * unambiguous encoding of its parts. The env is taken as the command would see it: entries
  * rendered `name=value`, later ones overriding earlier ones of the same name (Go exec's rule),
  * ignored names, Argo's git credentials names and empty names dropped, then sorted.

@@ -7,7 +7,7 @@ import { cacheKey, type CacheKeyInput } from './cache-key.js';
 import type { RecordedReads } from '../trace/read-recorder.js';
 import { shapeId, shapeOf, stateDigest, type Shape } from './read-set.js';
 
-/** The build env that changes with every commit (cmp-contract: Argo's build environment). */
+/** The build env that changes with every commit (docs/argo-contract.md#what-the-repo-server-sends). */
 export const REVISION_ENV = ['ARGOCD_APP_REVISION', 'ARGOCD_APP_REVISION_SHORT', 'ARGOCD_APP_REVISION_SHORT_8'] as const;
 
 /**

@@ -9,7 +9,7 @@ const INT32_MAX = 2 ** 31 - 1;
 /**
  * ARGOCD_GRPC_MAX_SIZE_MB as Argo's env.ParseNumFromEnv reads it (default 100, range 0..MaxInt32,
  * anything unparsable or out of range ⇒ the default), in bytes. grpc-js takes a signed 32-bit
- * length, so larger values are clamped (cmp-contract §3.3: the client applies the same limit).
+ * length, so larger values are clamped (docs/argo-contract.md#message-size: the client applies the same limit).
  */
 export function grpcMaxMessageBytes(env: Record<string, string | undefined>): number {
   const raw = env.ARGOCD_GRPC_MAX_SIZE_MB;
@@ -30,7 +30,7 @@ export interface ConnectOptions {
 
 /**
  * A plugin-service client on a unix socket, configured like the repo-server's: plain text,
- * per-message size limits, keepalive pings every 20 s only while a call is active (§3.4).
+ * per-message size limits, keepalive pings every 20 s only while a call is active (docs/argo-contract.md#keepalive).
  */
 export function connectPlugin(socketPath: string, options: ConnectOptions = {}): ConfigManagementPluginServiceClient {
   const max = options.maxMessageBytes ?? 100 * MiB;

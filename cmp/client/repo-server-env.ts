@@ -11,7 +11,7 @@ export interface PluginParameter {
 }
 
 /**
- * Which repo-server call the env is for (cmp-contract §16.3):
+ * Which repo-server call the env is for (docs/argo-contract.md#what-the-repo-server-sends):
  * `manifest` — GenerateManifest and MatchRepository during plugin selection (getPluginEnvs);
  * `detection` — source-type detection probes (the nine ARGOCD_APP_* only);
  * `parameters` — GetAppDetails / GetParametersAnnouncement (four ARGOCD_APP_*, then the plugin block).

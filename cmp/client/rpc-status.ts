@@ -29,7 +29,7 @@ export function goCodeName(code: number): string {
   return GO_CODE_NAMES[code] ?? `Code(${code})`;
 }
 
-/** A status as the repo-server prints it: grpc-go's `status.Error(...).Error()` (cmp-contract §15). */
+/** A status as the repo-server prints it: grpc-go's `status.Error(...).Error()` (docs/argo-contract.md#error-statuses). */
 export function formatRpcError(code: number, details: string): string {
   return `rpc error: code = ${goCodeName(code)} desc = ${details}`;
 }

@@ -48,7 +48,7 @@ export interface RepoStreamOptions {
 }
 
 /**
- * Send one repository the way the repo-server's cmp.SendRepoStream does (cmp-contract §5): one
+ * Send one repository the way the repo-server's cmp.SendRepoStream does (docs/argo-contract.md#the-repo-stream): one
  * metadata message, the file in `chunkSize` chunks (only the last one shorter), half-close, then
  * the single response or the status. Memory stays bounded by the call's write backpressure.
  */

@@ -12,7 +12,7 @@ import type { SettingName } from './settings.js';
  * Every setting of the service, read once from the environment at start and frozen. Argo's own
  * knobs keep their names, defaults and leniency (an invalid ARGOCD_* value falls back to the
  * default, as Argo does); ours (`CMP_OFFLOAD_*`) are strict: a bad value stops the process with a
- * message naming the variable. The README's configuration table lists the same names.
+ * message naming the variable. The settings table (settings.ts, docs/configuration.md) lists the same names.
  */
 export interface Options {
   /** `--config-dir-path`: where plugin.yaml lives. */
@@ -43,7 +43,7 @@ export interface Options {
    */
   proxyProcesses: number;
   cache: {
-    /** CMP_OFFLOAD_CACHE: `traced` (input-traced, the default, see README), `on` (content cache only) or `off`. */
+    /** CMP_OFFLOAD_CACHE: `traced` (input-traced, the default, see docs/traced-cache.md#input-traced-cache), `on` (content cache only) or `off`. */
     enabled: boolean;
     /** CMP_OFFLOAD_CACHE=traced: generate results are also keyed by the inputs their run read. */
     traced: boolean;
@@ -96,7 +96,7 @@ export interface Options {
    * dashboard on the worker's HTTP port, behind this bearer token. Off when unset.
    */
   dashboardToken: string | undefined;
-  /** Distributed mode (architecture §5): set when CMP_OFFLOAD_REDIS_URL is, else standalone. */
+  /** Distributed mode (docs/architecture.md#distributed): set when CMP_OFFLOAD_REDIS_URL is, else standalone. */
   redis: RedisOptions | undefined;
   /**
    * CMP_OFFLOAD_RUNNER_SOCKET: where a worker's plugin commands run. An absolute path: the unix
@@ -121,7 +121,7 @@ export interface Options {
   keeper: KeeperOptions;
 }
 
-/** The keeper: keeps Applications' manifest-generate-paths equal to the derived value (README, "manifest-generate-paths"). */
+/** The keeper: keeps Applications' manifest-generate-paths equal to the derived value (docs/traced-cache.md#the-keeper). */
 export interface KeeperOptions {
   /** CMP_OFFLOAD_KEEPER_ARGOCD_NAMESPACE: where Applications named without `<namespace>_` live. */
   argocdNamespace: string;
@@ -279,7 +279,7 @@ type Env = Record<string, string | undefined>;
  */
 export function compileOptions(env: Env, flags: { configDirPath?: string; role?: keyof typeof DEFAULT_HTTP_ADDR } = {}): Options {
   const maxMessageBytes = argoMaxMessageBytes(env.ARGOCD_GRPC_MAX_SIZE_MB);
-  // traced by default (README, "The default, and what recording costs"); a process where the
+  // traced by default (docs/traced-cache.md#the-default-and-what-recording-costs); a process where the
   // recorder cannot work runs as `on` (cmp/trace/tracer-probe.ts).
   const cacheSetting = oneOf(env, 'CMP_OFFLOAD_CACHE', ['on', 'traced', 'off'], 'traced');
   const redis = redisOptions(env);

@@ -129,7 +129,7 @@ export function parsePluginConfig(src: string | Buffer): PluginConfig {
   return goJsonUnmarshal<PluginConfig>(yamlToJson(src), pluginConfigType);
 }
 
-/** Argo's ValidatePluginConfig: the three checks of cmp-contract §2.2, in order, with their texts. */
+/** Argo's ValidatePluginConfig: the three checks of docs/argo-contract.md#pluginyaml, in order, with their texts. */
 export function validatePluginConfig(c: PluginConfig): void {
   if (c.metadata.name === '') {
     throw new CmpError('invalid plugin configuration file. metadata.name should be non-empty');
@@ -192,7 +192,7 @@ export function pluginName(c: PluginConfig): string {
   return socketFileName(c).slice(0, -'.sock'.length);
 }
 
-/** Argo's Discover.IsDefined (§2.3): fileName, find.glob or find.command set; find.args alone does not count. */
+/** Argo's Discover.IsDefined (docs/argo-contract.md#pluginyaml): fileName, find.glob or find.command set; find.args alone does not count. */
 export function discoveryConfigured(c: PluginConfig): boolean {
   const d = c.spec.discover;
   return d.fileName !== '' || d.find.glob !== '' || d.find.command.length > 0;

@@ -2,7 +2,7 @@ import { posix } from 'node:path';
 import { compareGoStrings, realFs, type GlobFs } from './glob-fs.js';
 
 /*
- * mattn/go-zglob v0.0.6 `zglob.Glob` (no symlink following), as cmp-contract §12.2 describes it.
+ * mattn/go-zglob v0.0.6 `zglob.Glob` (no symlink following), as docs/argo-contract.md#matchrepository describes it.
  * zglob turns the pattern into a Go (RE2) regexp and walks the tree under the pattern's static
  * prefix, matching every visited path. The regexp text is rebuilt here exactly as zglob builds
  * it, then translated into an equivalent JS RegExp by a parser that follows Go's regexp/syntax

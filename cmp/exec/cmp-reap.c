@@ -14,7 +14,7 @@
  * privilege) can: whatever a descendant does to its session or group, when its parent dies it is
  * reparented to us, so "descendant of cmp-reap" stays true until it exits. Node cannot call
  * prctl, hence this helper; the server runs commands plainly (group kill only) when it is not
- * built (README: process cleanup).
+ * built (docs/argo-contract.md#process-cleanup).
  *
  * Shape (the server spawns us detached: we lead our own session and group W):
  *   - we fork the command, which calls setpgid(0, 0) and execs FILE with ARGV0 ARG... and our env
@@ -46,7 +46,7 @@
  * Descendants are found by scanning /proc (PPid chains from us; zombies skipped). A pid read in
  * a scan is signalled through a pidfd after checking its start time, so a pid reused meanwhile
  * is never hit. We make ourselves non-dumpable so that same-uid code cannot ptrace us or open
- * our /proc files; it can still SIGKILL or SIGSTOP us (see README: residual limits).
+ * our /proc files; it can still SIGKILL or SIGSTOP us (see docs/argo-contract.md#process-cleanup, residual limits).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -212,7 +212,7 @@ static int probe(void) {
 }
 
 /*
- * --init: the runner container's PID 1 (README: Runner isolation). Node does not reap children it
+ * --init: the runner container's PID 1 (docs/security.md#runner-isolation). Node does not reap children it
  * did not spawn, and every process a run leaves behind is reparented to PID 1 when its parent
  * dies; so PID 1 must be an init. This one runs FILE ARG... as its only child, forwards the stop
  * signals to it, reaps every zombie, and exits with the child's status once the child has exited:

@@ -9,7 +9,7 @@ export interface EnvEntry {
 /**
  * The service's own settings and credentials (CMP_OFFLOAD_*: the Redis URL with its password, the
  * signing key or its file; REDIS*: whatever a Redis client would pick up): a plugin command runs
- * code from a repository and gets none of them, in every mode (architecture §6).
+ * code from a repository and gets none of them, in every mode (docs/security.md#trust-boundary).
  */
 const SERVICE_ENV = /^(CMP_OFFLOAD_|REDIS)/i;
 
@@ -24,7 +24,7 @@ export function pluginBaseEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 export const ENV_NUL_TEXT = 'exec: environment variable contains NUL';
 
 /**
- * The env list Argo gives a plugin command (cmp-contract §9.2): the sidecar's own env followed by
+ * The env list Argo gives a plugin command (docs/argo-contract.md#environment): the sidecar's own env followed by
  * the request entries rendered `name=value`, skipping empty names (empty values are kept, as
  * since Argo v3.0). The list is raw, like Go's `cmd.Env`: duplicates and NUL bytes are resolved
  * when the command starts (`spawnEnv`), so that errors surface in Go's order.

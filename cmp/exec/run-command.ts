@@ -50,10 +50,10 @@ export const GROUP_CLEANUP_MS = 5_000;
 const STDERR_KEEP_HALF = 32 * 1024;
 
 /**
- * Run one plugin command as argocd-cmp-server's runCommand does (cmp-contract §9) and return its
+ * Run one plugin command as argocd-cmp-server's runCommand does (docs/argo-contract.md#running-commands) and return its
  * stdout minus one trailing newline. Errors before the process runs are Go's raw start errors;
  * a failed run is a CmdError `` `<args>` failed <cause>[: <stderr>]``. On top of Argo, the
- * command runs under ARGOCD_EXEC_TIMEOUT/ARGOCD_EXEC_FATAL_TIMEOUT (architecture §2.1) and its
+ * command runs under ARGOCD_EXEC_TIMEOUT/ARGOCD_EXEC_FATAL_TIMEOUT (docs/argo-contract.md#deliberate-differences) and its
  * stdout is bounded by `maxOutputBytes`.
  */
 export async function runCommand(opts: RunOptions): Promise<Buffer> {

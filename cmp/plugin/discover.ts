@@ -7,7 +7,7 @@ import { realFs, type GlobFs } from '../discover/glob-fs.js';
 import { goQuote } from '../exec/go-quote.js';
 
 /**
- * MatchRepository's `fileName` / `find.glob` rules (cmp-contract §12.1–12.2), on the extracted
+ * MatchRepository's `fileName` / `find.glob` rules (docs/argo-contract.md#matchrepository), on the extracted
  * tree or on a virtual one built from the tarball index (same paths, no extraction).
  */
 export async function discoverByPattern(

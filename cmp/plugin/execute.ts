@@ -86,7 +86,7 @@ export async function executeRequest(
   }
 }
 
-/** GenerateManifest and GetParametersAnnouncement: a plain string-prefix bound check (§8). */
+/** GenerateManifest and GetParametersAnnouncement: a plain string-prefix bound check (docs/argo-contract.md#app-path). */
 function boundedAppPath(dir: string, appRelPath: string): string {
   const appPath = path.join(dir, appRelPath);
   if (!appPath.startsWith(dir)) throw new CmpError('illegal appPath: out of workDir bound');

@@ -9,14 +9,14 @@ const announcementListType = goSlice(goPtr(parameterAnnouncementType));
 
 /**
  * What Argo's server answers when a nil announcement reaches the gogo marshaller: it panics and the
- * recovery interceptor turns the panic into INTERNAL (cmp-contract §13).
+ * recovery interceptor turns the panic into INTERNAL (docs/argo-contract.md#getparametersannouncement).
  */
 function nilAnnouncementPanic(): CmpError {
   return new CmpError('runtime error: invalid memory address or nil pointer dereference', Status.INTERNAL);
 }
 
 /**
- * Decode the dynamic parameters command's stdout as Go's json.Unmarshal does (§13). Throws a
+ * Decode the dynamic parameters command's stdout as Go's json.Unmarshal does (docs/argo-contract.md#getparametersannouncement). Throws a
  * CmpError (UNKNOWN) with the bare Go json error text, which the caller prefixes; a `null`
  * element throws the INTERNAL panic error, which must be passed on unwrapped.
  */

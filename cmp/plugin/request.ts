@@ -38,7 +38,7 @@ export type PluginResult =
   | { kind: 'parameters'; parameterAnnouncements: ParameterAnnouncement[] };
 
 /**
- * The wrapping texts of each RPC (cmp-contract §10, §12, §13). `command` is how Go words a
+ * The wrapping texts of each RPC (docs/argo-contract.md#generatemanifest, #matchrepository, #getparametersannouncement). `command` is how Go words a
  * command that fails, including one that cannot start because the context is already done.
  */
 export const RPC_TEXT: Record<RpcKind, { workdir: string; receive: string; command: string }> = {

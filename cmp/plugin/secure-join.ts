@@ -6,7 +6,7 @@ const MAX_SYMLINK_HOPS = 255;
 /**
  * cyphar/filepath-securejoin's SecureJoin: join `unsafe` under `root`, resolving symlinks inside
  * root as if root were `/`, and clamping `..` at root. Used for MatchRepository's appPath
- * (cmp-contract §8), which therefore never escapes the work dir.
+ * (docs/argo-contract.md#app-path), which therefore never escapes the work dir.
  */
 export function secureJoin(root: string, unsafe: string): string {
   let hops = 0;

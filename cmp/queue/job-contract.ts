@@ -4,10 +4,10 @@ import type { EnvEntry, PluginRequest, RpcKind } from '../plugin/request.js';
 import { sign, verify } from './signing.js';
 
 /**
- * What a proxy puts in a BullMQ job: references and metadata only (architecture §5). The
+ * What a proxy puts in a BullMQ job: references and metadata only (docs/architecture.md#distributed). The
  * tarball travels as a content-addressed blob, the result comes back through a Redis key, so
  * job records and the events stream stay small. The HMAC covers every field: a worker runs
- * nothing it cannot verify. Redis is a trust boundary (architecture §6), so the job is also
+ * nothing it cannot verify. Redis is a trust boundary (docs/security.md#trust-boundary), so the job is also
  * bound to its own id (a signed job copied into another job is refused), expires with its
  * caller (a captured job cannot be replayed later), and carries the request env sealed
  * (AES-256-GCM): `ARGOCD_ENV_*` values may be tokens, and the queue dashboard shows job data.

@@ -1,5 +1,5 @@
 // Argo CD's `kube.SplitYAMLToString`: apimachinery's YAMLOrJSONDecoder(reader, 4096) decoding
-// RawExtensions until EOF (cmp-contract §11).
+// RawExtensions until EOF (docs/argo-contract.md#splitting-manifests).
 import { scanJsonValue } from './go-json-scanner.js';
 import { EncodeLimit, goJsonByteLength, goJsonMarshal } from './go-json-encode.js';
 import type { GoValue } from './go-values.js';
@@ -74,7 +74,7 @@ function goTrimSpace(s: string): string {
   return a === 0 && b === s.length ? s : s.slice(a, b);
 }
 
-/** apimachinery's YAMLReader: yields document chunks split on `---` lines (cmp-contract §11.3). */
+/** apimachinery's YAMLReader: yields document chunks split on `---` lines (docs/argo-contract.md#yaml-documents). */
 class YamlChunks {
   constructor(
     private readonly buf: Buffer,

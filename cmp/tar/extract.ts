@@ -1,7 +1,7 @@
 import { extractPool } from './extract-pool.js';
 
 /**
- * Argo's `Untgz` of the tarball at `tgzPath` into the absolute directory `dest` (cmp-contract §7),
+ * Argo's `Untgz` of the tarball at `tgzPath` into the absolute directory `dest` (docs/argo-contract.md#extraction),
  * plus our limits (RESOURCE_EXHAUSTED). Runs in a worker thread; the gzip is streamed, so memory
  * does not grow with the tarball. Rejects with a CmpError whose text is Untgz's own (the caller
  * adds `error decompressing tgz file: `).

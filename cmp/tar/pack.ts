@@ -29,7 +29,7 @@ const SMALL_FILE = 1 << 20;
 const READ_CHUNK = 64 * 1024;
 
 /**
- * Packs `root` the way argocd-repo-server does (cmp-contract §6): Go `filepath.Walk` in lexical
+ * Packs `root` the way argocd-repo-server does (docs/argo-contract.md#the-tarball-the-repo-server-sends): Go `filepath.Walk` in lexical
  * order without following symlinks, root entry `.`, regular files, directories and symlinks
  * (raw link target) only, exclusions pruning matching directories, Go tar headers (USTAR, PAX
  * when needed), one gzip member at the default level. Streams: memory stays bounded.

@@ -28,7 +28,7 @@ const { O_RDWR, O_CREAT, O_TRUNC } = fs.constants;
 
 /**
  * Argo's `Untgz` (util/io/files/tar.go), synchronously: every rule, mode and error text of
- * cmp-contract §7. Meant to run in a worker thread (see extract.ts).
+ * docs/argo-contract.md#extraction. Meant to run in a worker thread (see extract.ts).
  *
  * One hardening beyond Argo: Argo relativises a symlink from the *lexical* directory of the
  * link, so a link created under an earlier in-tree symlink to a shallower directory can point

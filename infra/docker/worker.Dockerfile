@@ -18,7 +18,7 @@ COPY worker ./worker
 COPY proto ./proto
 # gcc compiles, into dist/ (build stage only), cmp-trace (the traced cache's read recorder) and
 # cmp-reap (the subreaper that lets timeouts, cancel and shutdown kill plugin processes that left
-# their process group; without it they would survive: see README, process cleanup).
+# their process group; without it they would survive: see docs/argo-contract.md#process-cleanup).
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 # Only the runtime sources are copied, so `prepare` (tsc, then cc) compiles just them.
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev

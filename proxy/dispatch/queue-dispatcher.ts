@@ -62,7 +62,7 @@ type ResubmitCause = 'job_vanished' | 'blob_lost' | 'result_missing' | 'job_remo
 type Answer = { jobId: string; binding: string } & ({ key: string } | { resultId: string; digest: string });
 
 /**
- * Distributed mode (architecture §3, §5): answer from the Redis cache, otherwise store the
+ * Distributed mode (docs/architecture.md#distributed): answer from the Redis cache, otherwise store the
  * tarball once per content, enqueue a signed job of references, wait for its end on the shared
  * QueueEvents within the caller's deadline, and relay the result or the worker's error with its
  * text and code. Identical requests coalesce through BullMQ deduplication on the cache key, from

@@ -49,7 +49,7 @@ export interface IngestedRepo {
 const SPOOL_BATCH_BYTES = 256 * 1024;
 
 /**
- * Receive one repo stream (cmp-contract §5): metadata first, then file chunks until the client
+ * Receive one repo stream (docs/argo-contract.md#the-repo-stream): metadata first, then file chunks until the client
  * half-closes. While reading: sha256 of the bytes, spooling to disk, and the streaming tree index
  * (gunzip + tar parse). Memory stays bounded: the call is paused while the spool file drains.
  *
@@ -60,7 +60,7 @@ const SPOOL_BATCH_BYTES = 256 * 1024;
  * the checksum error, as for any stream. Only a verified ingest with a complete index is
  * remembered, under the digest computed here.
  *
- * Our deliberate difference (architecture §2.2): when an error is detected while receiving, the
+ * Our deliberate difference (docs/argo-contract.md#deliberate-differences): when an error is detected while receiving, the
  * rest of the stream is read and discarded (up to the tarball limit) and the error is reported
  * only after the client half-closes, so the repo-server sees the real status instead of EOF.
  * Errors carry the texts of Argo's ReceiveRepoStream; the RPC prefix is added by the caller.

@@ -24,7 +24,7 @@ export interface IngestProcessesOptions {
 }
 
 /**
- * The coordinator's side of CMP_OFFLOAD_PROXY_PROCESSES > 1 (README, Modes, "Proxy processes"): this
+ * The coordinator's side of CMP_OFFLOAD_PROXY_PROCESSES > 1 (docs/architecture.md#proxy-processes): this
  * process owns the dispatcher (cache, coalescing, concurrency limit, execution or queue) and the
  * ops HTTP; N cluster workers (ingest processes, ingest-process.ts) serve the one plugin socket,
  * whose listening handle the cluster module keeps here and whose connections it deals round-robin.

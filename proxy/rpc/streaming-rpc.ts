@@ -32,7 +32,7 @@ export interface StreamingRpcDeps extends AnswerDeps {
 }
 
 /**
- * One client-streaming RPC, in Argo's order (cmp-contract §10, §12, §13): request work dir,
+ * One client-streaming RPC, in Argo's order (docs/argo-contract.md#generatemanifest, #matchrepository, #getparametersannouncement): request work dir,
  * receive + verify, then answer; the work dir is removed whatever happens.
  */
 export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toResponse: (r: PluginResult) => Res) {

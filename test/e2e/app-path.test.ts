@@ -9,7 +9,7 @@ import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harnes
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
- * appRelPath resolution per RPC (cmp-contract §8) through the real proxy: GenerateManifest and
+ * appRelPath resolution per RPC (docs/argo-contract.md#app-path) through the real proxy: GenerateManifest and
  * GetParametersAnnouncement join and bound-check it (`illegal appPath: out of workDir bound`,
  * absolute paths re-rooted), MatchRepository clamps it inside the work dir with securejoin.
  * The plugin commands report their working directory (test/fixtures/e2e/list-tree.mjs).

@@ -13,7 +13,7 @@ import { buildTgz } from '../helpers/tar-builder.js';
 /**
  * The proxy never enters an AsyncLocalStorage while it serves requests: once one is entered,
  * Node 20 runs async-hook bookkeeping for every promise and tick of the process, and grpc-js
- * makes some for every 1 KiB message of a repo stream (README, storm-large). The request trace
+ * makes some for every 1 KiB message of a repo stream (docs/performance.md, storm-large). The request trace
  * travels in the request's Ctx instead. A probe preloaded into the proxy records any entry.
  */
 

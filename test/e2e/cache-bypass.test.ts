@@ -11,7 +11,7 @@ import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { MODES, startCmp } from './harness.js';
 
 /**
- * The per-app way out of the cache (README, Output cache: Hard Refresh does not reach a CMP): an
+ * The per-app way out of the cache (docs/traced-cache.md#output-cache: Hard Refresh does not reach a CMP): an
  * Application whose plugin env sets CMP_OFFLOAD_CACHE=off (the request env
  * ARGOCD_ENV_CMP_OFFLOAD_CACHE=off) is never served from the cache and its result is not stored.
  * Runs are counted by the plugin (a line per run in a counter file outside the tree).

@@ -13,7 +13,7 @@ import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { MODES, startCmp, type CmpServer, type Mode } from './harness.js';
 
 /**
- * The cache settings of the README's configuration table, set through the env of real
+ * The cache settings of docs/configuration.md, set through the env of real
  * processes: CMP_OFFLOAD_CACHE_TTL, CMP_OFFLOAD_CACHE_SALT, CMP_OFFLOAD_CACHE_MAX_BYTES and
  * CMP_OFFLOAD_TRACE_MAX_BYTES. Runs are counted by the plugin itself (a line per run in a
  * counter file outside the tree), so a hit is "no new line" and a rerun is "one more line".

@@ -9,7 +9,7 @@ import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 
 /**
- * The output cache (architecture §4): keyed by the tree's content (not the tarball bytes), the
+ * The output cache (docs/traced-cache.md#output-cache): keyed by the tree's content (not the tarball bytes), the
  * plugin, the app path and the env; a hit returns the fresh run's exact bytes; identical
  * requests in flight run once. Every execution appends a line to a counter file.
  */

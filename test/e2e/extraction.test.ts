@@ -22,7 +22,7 @@ import { eventually, leftovers, MODES, startCmp, type CmpServer } from './harnes
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 
 /**
- * Server-side extraction (cmp-contract §7) through the real proxy: the plugin's generate command
+ * Server-side extraction (docs/argo-contract.md#extraction) through the real proxy: the plugin's generate command
  * lists the tree it runs in (test/fixtures/e2e/list-tree.mjs), errors come back as statuses.
  * After every test the work roots are empty and nothing appeared outside them.
  */

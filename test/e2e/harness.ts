@@ -77,7 +77,7 @@ export async function startCmp(mode: Mode, opts: ServerOptions): Promise<CmpServ
 
 /**
  * Env for suites that count which apps ran after a storm of requests at once: a standalone proxy
- * stores no answer of a run that overlapped another (README, Modes), so there they run one at a
+ * stores no answer of a run that overlapped another (docs/architecture.md#standalone), so there they run one at a
  * time, which keeps every run cacheable.
  */
 export function oneRunAtATime(mode: Mode): Record<string, string> {

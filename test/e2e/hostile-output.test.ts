@@ -121,7 +121,7 @@ describe('hostile plugin output is bounded before it grows', () => {
           watch.stop();
         }
         // The expansion is 196 MB; it was 0.9-5.7 GB of RSS in a process. 160 MiB is the hostile
-        // suite's allowance for a process's RSS over its baseline (README, Reliability).
+        // suite's allowance for a process's RSS over its baseline (docs/reliability.md#invariants-after-every-suite).
         const { pid, mib, all } = watch.growth();
         t.diagnostic(`RSS ${all}`);
         assert.ok(mib < 160, `process ${pid} grew by ${mib.toFixed(0)} MiB (${all})`);
@@ -171,7 +171,7 @@ describe('hostile plugin output is bounded before it grows', () => {
         const worst = Math.max(...during);
         assert.ok(worst < 2 * idleMs + 2000, `a small request took ${worst.toFixed(0)} ms during the split (idle ${idleMs.toFixed(0)} ms; all: ${during.map(d => d.toFixed(0)).join(' ')})`);
         // A legitimate answer this time (9 MB of manifests, under the message limit), which every
-        // process holds as a million strings for a moment: the README's figure for it (Limits).
+        // process holds as a million strings for a moment: the figure for it in docs/security.md#trust-boundary.
         const { pid, mib, all } = watch.growth();
         t.diagnostic(`idle ${idleMs.toFixed(0)} ms, worst during ${worst.toFixed(0)} ms over ${during.length} requests; RSS ${all}`);
         assert.ok(mib < 256, `process ${pid} grew by ${mib.toFixed(0)} MiB (${all})`);

@@ -18,7 +18,7 @@ import { generateCall, lines, until, untilHttpListening } from '../integration/d
 import { MODES, startCmp } from './harness.js';
 
 /**
- * README configuration rows, each through the real env (or flags) of a real `cmp-offload
+ * docs/configuration.md rows, each through the real env (or flags) of a real `cmp-offload
  * proxy` process: ARGOCD_EXEC_TIMEOUT=0, ARGOCD_GRPC_MAX_SIZE_MB on the server side, the log
  * format and level (flags and env), CMP_OFFLOAD_CONCURRENCY and CMP_OFFLOAD_HTTP_ADDR=off.
  */

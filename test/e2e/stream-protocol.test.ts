@@ -21,9 +21,9 @@ import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { assertOurError } from '../helpers/our-errors.js';
 
 /**
- * The stream protocol of the three client-streaming RPCs (cmp-contract §5 with the prefixes of
- * §10/§12/§13), our answer-after-half-close difference (architecture §2.2) and the ingest and
- * extraction limits (§2.3), against the real `cmp-offload proxy` on its real unix socket.
+ * The stream protocol of the three client-streaming RPCs (docs/argo-contract.md#the-repo-stream with the prefixes of
+ * each RPC), our answer-after-half-close difference (docs/argo-contract.md#deliberate-differences) and the ingest and
+ * extraction limits (same list), against the real `cmp-offload proxy` on its real unix socket.
  */
 
 const LIST_TREE = [process.execPath, fixturePath('e2e', 'list-tree.mjs')];

@@ -18,8 +18,8 @@ import { hostPgid, pluginWritableTempDir } from '../helpers/runner-process.js';
 import { signalProxy, statFields } from '../helpers/process-tree.js';
 
 /**
- * Exec timeouts (our deliberate difference, architecture §2.1) and the caller's deadline
- * (cmp-contract §9.5). Each plugin run writes `<marker>.pid` with its process group and a
+ * Exec timeouts (our deliberate difference, docs/argo-contract.md#deliberate-differences) and the caller's deadline
+ * (docs/argo-contract.md#deadlines-and-killing). Each plugin run writes `<marker>.pid` with its process group and a
  * grandchild that would write `<marker>.late` after the kill: the file never appearing proves
  * the whole process tree died.
  */

@@ -29,7 +29,7 @@ import { pluginWritableTempDir } from '../helpers/runner-process.js';
  * changed files (no miss). Needless refreshes (the rule says refresh, the answer is the same)
  * and apps without a value (Argo refreshes them on every commit) are counted and reported.
  * CMP_OFFLOAD_DIFF_COMMITS / _SEED override the defaults (10 commits, ~4.5 s each here, keep CI
- * within its time; 50 and 200 are the longer walks the README's figures come from, for changes to
+ * within its time; 50 and 200 are the longer walks the figures of docs/traced-cache.md come from, for changes to
  * the recorder or the derivation).
  */
 const COMMITS = Number(process.env.CMP_OFFLOAD_DIFF_COMMITS ?? 10);

@@ -1,5 +1,5 @@
 /**
- * No request lost to repeated worker kills, and no poison job running forever (README, "Failure
+ * No request lost to repeated worker kills, and no poison job running forever (docs/reliability.md#failure-behaviour, "Failure
  * behaviour"; CMP_OFFLOAD_JOB_ATTEMPTS), through real processes: redis-server, a proxy, workers
  * with their runners. A worker is killed by the test the moment a run of the watched request
  * starts on it (the marker plugin's `starts` file names the work dir, hence the worker); runs

@@ -1,6 +1,6 @@
 /**
  * Settings of distributed mode through the real env of real processes (redis-server, proxy,
- * workers with their runners), each shown by the behaviour it promises (README, "Failure
+ * workers with their runners), each shown by the behaviour it promises (docs/reliability.md#failure-behaviour, "Failure
  * behaviour"): CMP_OFFLOAD_REDIS_TIMEOUT against a Redis that hangs, CMP_OFFLOAD_JOB_ATTEMPTS
  * and the infrastructure retry (runs lost with the runner or the whole worker), CMP_OFFLOAD_SHUTDOWN_GRACE expiring on a worker's SIGTERM.
  *

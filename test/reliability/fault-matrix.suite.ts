@@ -11,7 +11,7 @@
  *
  * Checks after each cell: every call answered OK, or a failure only for a call that used up its
  * deadline; every answer equals the marker plugin's deterministic output for its tag; each call
- * got exactly one answer (a plugin may run twice after a lost job — README, failure table — but
+ * got exactly one answer (a plugin may run twice after a lost job — docs/reliability.md#failure-behaviour — but
  * no caller sees two answers or another request's); for worker kills, no request completed twice
  * on workers that stayed alive; no plugin process, work dir entry or Redis key without TTL/owner
  * left (on every data node that is up). Figures per cell: calls, answered, p99, the longest call
@@ -391,7 +391,7 @@ async function runCell(topology: Topology, fault: Fault): Promise<void> {
       workers: WORKERS,
       redisUrl: bed.url,
       // Locks of 4 s as in the load suite (2 loaded cores); the calls in flight wait up to 10 s for
-      // Redis to come back (README, failure table), longer than the stall and a Sentinel failover.
+      // Redis to come back (docs/reliability.md#failure-behaviour), longer than the stall and a Sentinel failover.
       env: { TMPDIR: box.tmp, CMP_OFFLOAD_LOCK_DURATION: LOCK, CMP_OFFLOAD_STALLED_INTERVAL: '2s', CMP_OFFLOAD_REDIS_TIMEOUT: '10s' },
       proxyEnv: { CMP_OFFLOAD_HTTP_ADDR: `127.0.0.1:${proxyPort}` },
       workerEnv: { CMP_OFFLOAD_HTTP_ADDR: 'off' },

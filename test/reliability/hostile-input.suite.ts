@@ -21,7 +21,7 @@ import { recordFigures, REDUCED, sandbox } from './lib/settings.js';
 const CASES = REDUCED ? 640 : 2000;
 // Sent as grpc-timeout; the calls go over plain HTTP/2 (one connection each, trailers up to 16 MB as
 // grpc-go accepts them), so a status seen is one the server sent and a call without one is the server's
-// fault, never a client-side stall (README, Reliability).
+// fault, never a client-side stall (docs/reliability.md#unavailable-in-the-full-hostile-run-a-client-side-stall).
 const TIMEOUT_MS = 120_000;
 // Node 24's high-water mark after this run is higher than Node 20's, with --max-semi-space-size=16
 // as the images and .ci/node24 start it (2026-12-04, 2 proxy processes, RSS over the baseline):

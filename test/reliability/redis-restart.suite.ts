@@ -121,7 +121,7 @@ test(`Redis down for ${OUTAGE_MS / 1000} s under load: UNAVAILABLE after the ${R
 
     const wrong = results.filter(r => 'value' in r.outcome && JSON.stringify(r.outcome.value.manifests) !== JSON.stringify(expectedManifests(r.tag)));
     const otherStatus = results.filter(r => 'code' in r.outcome && r.outcome.code !== Status.UNAVAILABLE);
-    // What a call made while Redis is down gets: Redis named as unreachable (README, errors: redisUnreachable).
+    // What a call made while Redis is down gets: Redis named as unreachable (README.md errors table: redisUnreachable).
     const documented = new RegExp(`^cmp-offload: Redis is unreachable at redis://127\\.0\\.0\\.1:${d.redis.port} \\(CMP_OFFLOAD_REDIS_URL\\): .+`, 's');
     const undocumented = results.filter(r => r.phase === 'outage' && 'code' in r.outcome && !documented.test(r.outcome.details));
     const failed = results.filter(r => 'code' in r.outcome);

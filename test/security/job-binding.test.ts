@@ -1,5 +1,5 @@
 /**
- * Redis is a trust boundary (architecture §6): whoever can write Redis — without the signing
+ * Redis is a trust boundary (docs/security.md#trust-boundary): whoever can write Redis — without the signing
  * key — must not be able to make one app receive another app's manifests, replay a job, read
  * request env values, or cancel jobs. Each test is an attack that worked before jobs were bound
  * to their id and caller (it fails on the code before that change).

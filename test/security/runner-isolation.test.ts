@@ -1,5 +1,5 @@
 /**
- * Runs are isolated from each other on a runner (README: Runner isolation). A hostile plugin run
+ * Runs are isolated from each other on a runner (docs/security.md#runner-isolation). A hostile plugin run
  * walks /proc up to its cmp-reap, starts daemons in a new session that ignore SIGTERM/SIGHUP
  * (one double forked), plants files in $HOME and $TMPDIR, and SIGKILLs its reaper. The daemons
  * read every /proc/<pid>/environ for the next tenant's secret and rewrite every value.txt under

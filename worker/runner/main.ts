@@ -17,7 +17,7 @@ import { serveRunner, type RunnerIsolation } from './serve.js';
 /**
  * The settings that give access to Redis and the signing key. The runner executes repository
  * code with its own uid: any of them in its env (or readable by it) would hand that code the
- * power to forge cache entries for every Application (architecture §6).
+ * power to forge cache entries for every Application (docs/security.md#trust-boundary).
  */
 export const CREDENTIAL_SETTINGS = [
   'CMP_OFFLOAD_REDIS_URL',

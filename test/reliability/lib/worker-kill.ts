@@ -6,7 +6,7 @@ import { markerLines } from './marker-plugin.js';
 /**
  * A worker with a plugin run in progress (a start marker without its end marker) and no run of a
  * job a kill cut before; the tags it runs are added to `cut`. The worker gives up on a job after
- * its third stall (README, failure table), so a killer never aims at a job twice. With `prefer`,
+ * its third stall (docs/reliability.md#failure-behaviour), so a killer never aims at a job twice. With `prefer`,
  * a worker running a tag it prefers comes first (e.g. slow runs: a fast one may end before the
  * kill lands); without, the first candidate in `workers` order.
  */

@@ -62,7 +62,7 @@ test('null dynamic output is an empty list; an empty array too; trailing whitesp
   assert.deepEqual(parseDynamicParameters('  [{"name":"a"}]\r\n'), [announcement({ name: 'a' })]);
 });
 
-test('dynamic output errors carry the exact Go json texts of cmp-contract §13', () => {
+test('dynamic output errors carry the exact Go json texts of docs/argo-contract.md#getparametersannouncement', () => {
   const cases: Array<[string, string]> = [
     ['', 'unexpected end of JSON input'],
     ['[', 'unexpected end of JSON input'],

@@ -21,7 +21,7 @@ test('stdout bytes come back unchanged, invalid UTF-8 included', async () => {
   assert.deepEqual([...out], [0xff, 0x00, 0xc3]);
 });
 
-test('a failing command gives the CmdError text with trimmed stderr (contract §9.4 example)', async () => {
+test('a failing command gives the CmdError text with trimmed stderr (docs/argo-contract.md#error-texts)', async () => {
   const err = await rejection(run(['sh', '-c', "echo out; echo '  err line  ' >&2; exit 3"]));
   assert.equal(err.message, '`sh -c "echo out; echo \'  err line  \' >&2; exit 3"` failed exit status 3: err line');
   assert.equal(err.code, Status.UNKNOWN);

@@ -41,7 +41,7 @@ test('the golden table has all 35 Go cases', () => {
   assert.equal(golden.cases.length, 35);
 });
 
-// §11.1 mode sniffing
+// mode sniffing (docs/argo-contract.md#json-mode)
 test('a UTF-8 BOM is not whitespace, so a BOM-prefixed JSON object is read as YAML', () => {
   assert.deepEqual(split('\ufeff{"b": 1, "a": 2}'), ['{"a":2,"b":1}']);
 });
@@ -63,7 +63,7 @@ test('leading Unicode whitespace is skipped by the sniffer but not by the Go JSO
   assert.equal(splitError('\u2003{"a": [}'), FAIL + "json: offset 1: invalid character '\u00e2' looking for beginning of value");
 });
 
-// §11.2 JSON mode
+// JSON mode (docs/argo-contract.md#json-mode)
 test('JSON values are passed through verbatim with only outer whitespace trimmed', () => {
   assert.deepEqual(split('{\n  "kind": "ConfigMap",\n  "apiVersion": "v1"\n}\n'), ['{\n  "kind": "ConfigMap",\n  "apiVersion": "v1"\n}']);
 });
@@ -130,7 +130,7 @@ test('a separator error right after the JSON value is hidden behind the JSON err
   assert.equal(splitError('{"a":1}\n--- x\n'), FAIL + "json: offset 10: invalid character '-' in numeric literal");
 });
 
-// §11.3 YAML mode: document splitting
+// YAML mode: document splitting (docs/argo-contract.md#yaml-documents)
 test('CRLF line endings are normalised, including inside block scalars', () => {
   assert.deepEqual(split('a: 1\r\n---\r\nb: |\r\n  x\r\n  y\r\n'), ['{"a":1}', '{"b":"x\\ny\\n"}']);
 });

@@ -28,7 +28,7 @@ export const protobufPackage = "plugin";
 export const protobufFileName = "cmpserver/plugin/plugin.proto";
 
 /**
- * The Config Management Plugin service, as argocd-repo-server calls it (cmp-contract §4).
+ * The Config Management Plugin service, as argocd-repo-server calls it (docs/argo-contract.md#messages).
  * File path and package match Argo CD's so that reflection shows the same descriptor name.
  */
 

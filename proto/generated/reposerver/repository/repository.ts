@@ -13,7 +13,7 @@ export const protobufFileName = "reposerver/repository/repository.proto";
 
 /**
  * The one message of Argo CD's repository package that the CMP contract uses.
- * Written from the field list in docs (cmp-contract §4.9): names, numbers and types are the wire facts.
+ * Written from the field list of Argo's repository types (docs/argo-contract.md#messages): names, numbers and types are the wire facts.
  */
 
 export interface ParameterAnnouncement {
