@@ -1,10 +1,11 @@
 /**
  * The one table of settings: every environment variable and flag the processes read, with its
- * default and meaning as operators read them. `docs/configuration.md` is generated from it
- * (`npm run docs:config`, cmp/config/settings-doc.ts; a unit test fails when the committed page
- * differs), and the parser in options.ts takes its names as {@link SettingName}, so a setting it
- * reads through its helpers cannot be left out of the table (test/unit/infra/settings-docs.test.ts
- * checks the other reads). The defaults here are text for the reader; the values are options.ts's.
+ * default and meaning as operators read them. `npm run docs:config` (cmp/config/settings-doc.ts)
+ * writes docs/configuration.md and the main settings of README.md from it, and a unit test fails
+ * when either differs. The parser in options.ts takes its names as {@link SettingName}, so a
+ * setting it reads through its helpers cannot be left out of the table
+ * (test/unit/infra/settings-docs.test.ts checks the other reads). The defaults here are text for
+ * the reader; the values are options.ts's.
  */
 
 /** The sections of the configuration page, in order. */
@@ -26,6 +27,8 @@ export interface Setting {
   readonly default: string;
   /** Markdown, links relative to docs/. */
   readonly meaning: string;
+  /** The short row of README.md's main settings, for the settings an operator sets first. */
+  readonly summary?: { readonly default: string; readonly meaning: string };
 }
 
 export const SETTINGS = [
@@ -34,12 +37,14 @@ export const SETTINGS = [
     names: ["--config-dir-path"],
     default: "`/home/argocd/cmp-server/config`",
     meaning: "directory holding `plugin.yaml`",
+    summary: { default: "`/home/argocd/cmp-server/config`", meaning: "directory holding `plugin.yaml`" },
   },
   {
     group: 'argo',
     names: ["ARGOCD_PLUGINSOCKFILEPATH"],
     default: "`/home/argocd/cmp-server/plugins`",
     meaning: "directory of the plugin socket (must exist)",
+    summary: { default: "`/home/argocd/cmp-server/plugins`", meaning: "directory of the plugin socket" },
   },
   {
     group: 'argo',
@@ -64,12 +69,14 @@ export const SETTINGS = [
     names: ["ARGOCD_EXEC_TIMEOUT"],
     default: "`90s`",
     meaning: "per command: SIGTERM to its process group after this (Go duration; `0` disables)",
+    summary: { default: "`90s`", meaning: "SIGTERM to a command's process group after this" },
   },
   {
     group: 'argo',
     names: ["ARGOCD_EXEC_FATAL_TIMEOUT"],
     default: "`10s`",
     meaning: "SIGKILL to the group this long after the SIGTERM",
+    summary: { default: "`10s`", meaning: "SIGKILL to the group this long after the SIGTERM" },
   },
   {
     group: 'argo',
@@ -118,18 +125,21 @@ export const SETTINGS = [
     names: ["CMP_OFFLOAD_CONCURRENCY"],
     default: "number of CPUs; a worker with runners: the number of runner sockets",
     meaning: "plugin runs at once per process (proxy in standalone mode, each worker); further requests wait. An isolated runner runs one request at a time: beyond the number of runner sockets, the extra jobs wait in the worker for a free runner (a warning says so). Standalone stores no answer of a run that overlapped another (see [Modes](architecture.md#modes)): `1` keeps every run cacheable",
+    summary: { default: "the CPUs (worker: its runner sockets)", meaning: "plugin runs at once per process" },
   },
   {
     group: 'process',
     names: ["CMP_OFFLOAD_PROXY_PROCESSES"],
     default: "the CPUs the container may use (cgroup CPU quota, affinity; at least 1)",
     meaning: "proxy: processes serving the plugin socket. Above 1, a coordinator and this many ingest processes (see [Modes](architecture.md#modes), \"Proxy processes\"); `1`: one process doing everything",
+    summary: { default: "the CPUs the container may use", meaning: "proxy processes serving the socket" },
   },
   {
     group: 'cache',
     names: ["CMP_OFFLOAD_CACHE"],
     default: "`traced`",
     meaning: "`traced`: the content cache plus the input-traced cache (see [Input-traced cache](traced-cache.md#input-traced-cache)), which also derives each app's [manifest-generate-paths](traced-cache.md#deriving-manifest-generate-paths); the default by the rule in [The default, and what recording costs](traced-cache.md#the-default-and-what-recording-costs), and where the read recorder cannot work the process runs as `on` and logs why ([Where the recorder works](traced-cache.md#where-the-recorder-works)). `on`: the content cache only. `off` disables the output cache and coalescing, for plugins whose output depends on outside state (Vault, unpinned charts). A plugin's `plugin.yaml` may lower it for that plugin with the annotation `cmp-offload.io/cache: on` or `off` (see [Opting a plugin out](traced-cache.md#opting-a-plugin-out))",
+    summary: { default: "`traced`", meaning: "`traced`, `on` (content cache only) or `off`" },
   },
   {
     group: 'cache',
@@ -166,6 +176,7 @@ export const SETTINGS = [
     names: ["CMP_OFFLOAD_CACHE_TTL"],
     default: "`24h`",
     meaning: "lifetime of a cached output",
+    summary: { default: "`24h`", meaning: "lifetime of a cached output" },
   },
   {
     group: 'cache',
@@ -238,6 +249,7 @@ export const SETTINGS = [
     names: ["CMP_OFFLOAD_REDIS_URL"],
     default: "unset (standalone)",
     meaning: "distributed mode. One Redis: `redis://[user:password@]host:port[/db]`; Sentinel: `redis+sentinel://[user:password@]host:port,host:port,…/<master name>[/db]` (sentinel port defaults to 26379; the credentials are the data nodes'); Cluster: `redis+cluster://[user:password@]host:port,host:port,…` (seed nodes, database 0). `rediss…` for TLS (Sentinel: to the sentinels and the data nodes). Percent-encode reserved characters of the password. See [Redis Sentinel and Cluster](operations.md#16-redis-sentinel-and-cluster)",
+    summary: { default: "unset (standalone)", meaning: "distributed mode: `redis://`, `rediss://`, `redis+sentinel://…`, `redis+cluster://…`" },
   },
   {
     group: 'redis',
@@ -262,6 +274,7 @@ export const SETTINGS = [
     names: ["CMP_OFFLOAD_SIGNING_KEY", "CMP_OFFLOAD_SIGNING_KEY_FILE"],
     default: "unset",
     meaning: "HMAC key for jobs and cache entries (one of the two; ≥ 16 bytes); required in distributed mode",
+    summary: { default: "unset", meaning: "HMAC key shared by proxy and workers (required in distributed mode)" },
   },
   {
     group: 'redis',
@@ -310,6 +323,7 @@ export const SETTINGS = [
     names: ["CMP_OFFLOAD_RUNNER_SOCKET"],
     default: "unset (the worker and the runner refuse to start)",
     meaning: "the runner's unix socket path: the runner listens there (mode 0600), the worker sends each job's plugin run there. The worker takes several, comma-separated (one per runner container): each job goes to a free runner. `in-process` (worker only) runs plugin commands inside the worker: only for single-tenant installs where every repository is trusted, since plugin code can then read the worker's Redis URL and signing key (a warning is logged at start)",
+    summary: { default: "unset", meaning: "the runner's socket(s), for worker and runner" },
   },
   {
     group: 'runner',
@@ -340,6 +354,7 @@ export const SETTINGS = [
     names: ["CMP_OFFLOAD_HTTP_ADDR"],
     default: "`:9101` (proxy), `:9102` (worker), `:9103` (keeper)",
     meaning: "`[host]:port` of `/healthz`, `/readyz` and `/metrics` (and the proxy's `/generate-paths` with the traced cache); `off` disables. A port already taken is logged and the process serves on without HTTP",
+    summary: { default: "`:9101` proxy, `:9102` worker", meaning: "`/healthz`, `/readyz`, `/metrics`" },
   },
   {
     group: 'process',
