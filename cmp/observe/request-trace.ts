@@ -150,7 +150,7 @@ export function noteCache(result: CacheResult, ctx?: TraceSource): void {
   counted?.cache(result);
 }
 
-/** Record a plugin command's timeout and kill, read from its error text (the texts are fixed by the contract). */
+/** Record a plugin command's timeout and kill, read from its error text (the texts are Argo's: docs/argo-contract.md#error-texts). */
 export function noteExecFailure(message: string, aborted: boolean, outputLimit: boolean): void {
   const kill: KillReason | undefined = message.includes(' failed fatal timeout after ')
     ? 'fatal_timeout'
