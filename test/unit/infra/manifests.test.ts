@@ -630,7 +630,7 @@ test('every Prometheus Operator object carries the same release label, the one d
   assert.equal(patch.target.labelSelector, `release=${[...releases][0]}`);
 });
 
-/** The `patches` entry of docs/operations.md, 3.5, that sets the release label. */
+/** The `patches` entry of docs/operations.md#35-prometheus-operator-and-grafana that sets the release label. */
 function releasePatch(): Obj {
   const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
   const section = ops.slice(ops.indexOf('### 3.5 Prometheus Operator'), ops.indexOf('## 4. Sizing'));
