@@ -16,6 +16,7 @@ import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
 import { buildGrpcServer, drainGrpcServer } from './grpc-server.js';
 import { IndexMemo } from './ingest/index-memo.js';
 import { SpoolStore } from './ingest/spool-store.js';
+import { dropGrpcBindNoise, listenFailure } from './listen-error.js';
 import type { IngestProcesses } from './processes/coordinator.js';
 import type { StreamingRpcDeps } from './rpc/streaming-rpc.js';
 
@@ -33,6 +34,7 @@ interface Front {
  * Returns the process exit code once the server has shut down.
  */
 export async function runProxy(argv: string[]): Promise<number> {
+  dropGrpcBindNoise();
   if (cluster.isWorker) return (await import('./processes/ingest-process.js')).runIngestProcess(argv);
   let started;
   try {
@@ -133,7 +135,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   try {
     serving = await Promise.race([listened.then(() => true), stopped.then(() => false)]);
   } catch (err) {
-    process.stderr.write(`failed to listen on ${socketPath}: ${(err as Error).message}\n`);
+    process.stderr.write(`${await listenFailure(socketPath, err)}\n`);
     await dispatcher.close();
     return 1;
   }
@@ -156,8 +158,8 @@ export async function runProxy(argv: string[]): Promise<number> {
     );
     log.info(
       options.redis
-        ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix, processes: options.proxyProcesses }
-        : { socket: socketPath, mode: 'standalone', concurrency: options.concurrency, processes: options.proxyProcesses },
+        ? { socket: socketPath, mode: 'distributed', prefix: options.redis.prefix, processes: options.proxyProcesses, processesFrom: options.proxyProcessesFrom }
+        : { socket: socketPath, mode: 'standalone', concurrency: options.concurrency, processes: options.proxyProcesses, processesFrom: options.proxyProcessesFrom },
       'serving',
     );
     await stopped;

@@ -44,6 +44,13 @@ export async function runClientCommand(kind: ClientKind, argv: string[], io: Cli
     io.stderr.write(`cmp-offload ${kind}: ${err.message}\n${CLIENT_USAGE}`);
     return 2;
   }
+  if ('socket' in args.target) {
+    const problem = await socketProblem(args.target.socket);
+    if (problem) {
+      io.stderr.write(`cmp-offload ${kind}: cannot connect to ${args.target.socket}: ${problem} (check --socket)\n`);
+      return 1;
+    }
+  }
   const deadline = args.timeoutMs > 0 ? Date.now() + args.timeoutMs : undefined;
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'cmp-offload-client-'));
   try {
@@ -61,6 +68,13 @@ export async function runClientCommand(kind: ClientKind, argv: string[], io: Cli
       'socket' in args.target
         ? await callSocket(kind, args.target.socket, payload, request.chunkSize, deadline, env)
         : await callLocal(kind, args.target.configDirPath, payload, deadline, { ...env, ARGOCD_CMP_WORKDIR: tmp });
+    if ('code' in outcome && 'socket' in args.target && outcome.code === Status.UNAVAILABLE && outcome.details.startsWith(NO_CONNECTION)) {
+      // grpc-js's wording of a failed connect ("... Last error: Error: connect ECONNREFUSED ...
+      // Resolution note: "): the system error alone, with the socket and the flag to check.
+      const cause = /Error: connect (\w+)/.exec(outcome.details)?.[1] ?? outcome.details;
+      io.stderr.write(`cmp-offload ${kind}: cannot connect to ${args.target.socket}: ${cause} (check --socket; is the proxy running?)\n`);
+      return 1;
+    }
     if ('code' in outcome) {
       io.stderr.write(`${formatRpcError(outcome.code, outcome.details)}\n`);
       if (outcome.code === Status.INTERNAL && outcome.details.startsWith('Received RST_STREAM with code 2')) {
@@ -127,6 +141,17 @@ async function argoAppPath(root: string, rel: string): Promise<string> {
   });
   if (!info.isDirectory()) throw new UsageError(`${rel}: app path is not a directory`);
   return appPath;
+}
+
+const NO_CONNECTION = 'No connection established';
+
+/** Why a socket path cannot be dialled, when that shows without dialling it. */
+async function socketProblem(socket: string): Promise<string | undefined> {
+  try {
+    return (await stat(socket)).isSocket() ? undefined : 'not a socket';
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message;
+  }
 }
 
 async function callSocket(

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { RevisionRule } from '../cache/traced-key.js';
 import type { TraceOptions } from '../trace/read-recorder.js';
-import { availableCpus } from './available-cpus.js';
+import { defaultProxyProcesses } from './available-cpus.js';
 import { parseGoDuration } from './go-duration.js';
 import type { SettingName } from './settings.js';
 
@@ -40,8 +40,11 @@ export interface Options {
   /**
    * CMP_OFFLOAD_PROXY_PROCESSES: processes serving the plugin socket (proxy). 1 is one process
    * doing everything; N > 1 is a coordinator and N ingest processes (proxy/processes/).
+   * Default: from the container's CPU and memory limits (defaultProxyProcesses).
    */
   proxyProcesses: number;
+  /** Where proxyProcesses came from: the setting, or the limits that chose the default. */
+  proxyProcessesFrom: string;
   cache: {
     /** CMP_OFFLOAD_CACHE: `traced` (input-traced, the default, see docs/traced-cache.md#input-traced-cache), `on` (content cache only) or `off`. */
     enabled: boolean;
@@ -286,6 +289,7 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
   // Checked in both modes (one configuration may serve both), used only where no plugin runs.
   const spoolKeepBytes = bytes(env, 'CMP_OFFLOAD_SPOOL_KEEP_BYTES', 256 * MiB, true);
   const sockets = runnerSockets(env.CMP_OFFLOAD_RUNNER_SOCKET);
+  const processesDefault = defaultProxyProcesses();
   const options: Options = {
     configDirPath: flags.configDirPath ?? DEFAULT_CONFIG_DIR,
     socketDir: env.ARGOCD_PLUGINSOCKFILEPATH || DEFAULT_SOCKET_DIR,
@@ -295,7 +299,8 @@ export function compileOptions(env: Env, flags: { configDirPath?: string; role?:
     execTimeoutMs: argoDuration(env.ARGOCD_EXEC_TIMEOUT, 90_000),
     execFatalTimeoutMs: argoDuration(env.ARGOCD_EXEC_FATAL_TIMEOUT, 10_000),
     concurrency: integer(env, 'CMP_OFFLOAD_CONCURRENCY', sockets.length > 0 ? sockets.length : Math.max(1, os.availableParallelism()), 1),
-    proxyProcesses: integer(env, 'CMP_OFFLOAD_PROXY_PROCESSES', availableCpus(), 1),
+    proxyProcesses: integer(env, 'CMP_OFFLOAD_PROXY_PROCESSES', processesDefault.processes, 1),
+    proxyProcessesFrom: env.CMP_OFFLOAD_PROXY_PROCESSES ? 'CMP_OFFLOAD_PROXY_PROCESSES' : processesDefault.reason,
     cache: {
       enabled: cacheSetting !== 'off',
       traced: cacheSetting === 'traced',

@@ -130,9 +130,9 @@ export const SETTINGS = [
   {
     group: 'process',
     names: ["CMP_OFFLOAD_PROXY_PROCESSES"],
-    default: "the CPUs the container may use (cgroup CPU quota, affinity; at least 1)",
-    meaning: "proxy: processes serving the plugin socket. Above 1, a coordinator and this many ingest processes (see [Modes](architecture.md#modes), \"Proxy processes\"); `1`: one process doing everything",
-    summary: { default: "the CPUs the container may use", meaning: "proxy processes serving the socket" },
+    default: "1 without a CPU limit; else the cgroup CPU quota (rounded up, within the affinity), at most 4 and at most memory limit ÷ 256Mi − 1",
+    meaning: "proxy: processes serving the plugin socket. Above 1, a coordinator and this many ingest processes (see [sizing](operations.md#4-sizing-and-tuning), \"Proxy processes\"); `1`: one process doing everything",
+    summary: { default: "1; with a CPU limit, that many (≤ 4)", meaning: "proxy processes serving the socket" },
   },
   {
     group: 'cache',

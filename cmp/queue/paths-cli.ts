@@ -41,6 +41,8 @@ export async function runPathsCommand(argv: string[], io: Io): Promise<number> {
     if (values.json) {
       const doc = app !== undefined ? { annotation: GENERATE_PATHS_ANNOTATION, ...views[0] } : { annotation: GENERATE_PATHS_ANNOTATION, apps: views };
       io.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
+    } else if (views.length === 0) {
+      io.stderr.write('cmp-offload paths: no records yet (an Application has one after its first traced generate)\n');
     } else {
       for (const v of views) io.stdout.write(`${v.app}\t${v.derivedAt}\t${v.value ?? `(no value: ${v.reason})`}\n`);
     }

@@ -1,4 +1,5 @@
 import zlib from 'node:zlib';
+import { InflateFailure, PortableInflater } from './portable-inflate.js';
 
 /**
  * A stream error with Go's `compress/gzip` text. `inFirstHeader` marks errors Go's
@@ -41,8 +42,8 @@ const OUT_CHUNK = 64 * 1024;
 // to 131-145 MiB there (bound 100). --max-semi-space-size=16 does not change that: inflating 256 MiB
 // through the public stream grew RSS by 72 MiB on 24.22 with or without it, 40 on 20.20, against
 // 5-9 MiB here; smaller output chunks cut it (38 MiB at 16 KiB) at 2-4x this CPU (2026-12-03).
-// If a Node release drops this handle, every process refuses to start with the constructor's
-// message (checkInflateHandle), and pako's ZStream is the fallback to take.
+// If a Node release drops this handle, inflating falls back to pako's ZStream (portable-inflate.ts)
+// and each process warns once at start (chooseInflater).
 interface ZlibHandle {
   writeSync(flush: number, input: Buffer, inOff: number, inLen: number, out: Buffer, outOff: number, outLen: number): void;
   close(): void;
@@ -53,9 +54,13 @@ interface ZlibInternals {
   _writeState?: Uint32Array;
 }
 
-class ZlibFailure extends Error {}
+/** What GoGunzip needs of a raw inflater: RawInflater below, or PortableInflater. */
+interface Inflater {
+  run(input: Buffer, off: number, len: number, out: Buffer, emit: (b: Buffer) => void): number;
+  close(): void;
+}
 
-class RawInflater {
+class RawInflater implements Inflater {
   private readonly handle: ZlibHandle;
   private readonly state: Uint32Array;
   private failure: string | undefined;
@@ -63,7 +68,7 @@ class RawInflater {
   constructor() {
     const z = zlib.createInflateRaw() as unknown as ZlibInternals;
     if (!z._handle || !z._writeState || typeof z._handle.writeSync !== 'function') {
-      throw new Error(`Node.js ${process.version} lacks the zlib handle cmp-offload needs for synchronous inflate (see the README's supported Node.js versions)`);
+      throw new Error(`Node.js ${process.version} lacks the zlib handle of its synchronous inflate`);
     }
     this.handle = z._handle;
     this.state = z._writeState;
@@ -81,7 +86,7 @@ class RawInflater {
     let avail = len;
     for (;;) {
       this.handle.writeSync(zlib.constants.Z_NO_FLUSH, input, inOff, avail, out, 0, out.length);
-      if (this.failure !== undefined) throw new ZlibFailure(this.failure);
+      if (this.failure !== undefined) throw new InflateFailure(this.failure);
       const availOut = this.state[0]!;
       const availIn = this.state[1]!;
       inOff += avail - availIn;
@@ -96,9 +101,30 @@ class RawInflater {
   }
 }
 
-/** Throws where RawInflater cannot work: each process checks it at start, not in its first request. */
-export function checkInflateHandle(): void {
-  new RawInflater().close();
+/** The inflater of this process (each thread decides for itself, the same way). */
+let inflaterKind: 'native' | 'portable' = nativeInflateWorks() ? 'native' : 'portable';
+
+function nativeInflateWorks(): boolean {
+  try {
+    new RawInflater().close();
+    return true;
+  } catch {
+    // No usable handle on this Node.js: the portable inflater serves (chooseInflater warns).
+    return false;
+  }
+}
+
+function newInflater(): Inflater {
+  return inflaterKind === 'native' ? new RawInflater() : new PortableInflater();
+}
+
+/**
+ * Which inflater this process uses; `force` is for tests of either path. Each process asks at
+ * start and warns once when it is the portable one.
+ */
+export function chooseInflater(force?: 'native' | 'portable'): 'native' | 'portable' {
+  if (force) inflaterKind = force;
+  return inflaterKind;
 }
 
 type Phase = 'fixed' | 'extraLen' | 'extra' | 'name' | 'comment' | 'hcrc' | 'body' | 'trailer' | 'trailing';
@@ -119,7 +145,7 @@ export class GoGunzip {
   private need = 10;
   private flags = 0;
   private headerCrc = 0;
-  private inflater: RawInflater | undefined;
+  private inflater: Inflater | undefined;
   private readonly out = Buffer.allocUnsafe(OUT_CHUNK);
   private crc = 0;
   private size = 0;
@@ -270,7 +296,7 @@ export class GoGunzip {
 
   private startBody(): void {
     this.phase = 'body';
-    this.inflater = new RawInflater();
+    this.inflater = newInflater();
     this.crc = 0;
     this.size = 0;
     this.bodyIn = 0;
@@ -283,7 +309,7 @@ export class GoGunzip {
       return used;
     } catch (err) {
       this.close();
-      if (!(err instanceof ZlibFailure)) throw err;
+      if (!(err instanceof InflateFailure)) throw err;
       // Go's flate reports the offset where it stopped; zlib does not say, so this is the
       // offset of the chunk that failed (an approximation).
       throw new GzipError(`flate: corrupt input before offset ${this.bodyIn}`, false);

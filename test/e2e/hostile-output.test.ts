@@ -18,13 +18,18 @@ import { MODES, startCmp, type CmpServer } from './harness.js';
 
 /**
  * Plugin output built to cost the proxy (and worker and runner) memory or time: a YAML alias
- * bomb whose expansion is 2600 times its text, and a million tiny documents. Both modes, real
+ * bomb whose expansion is 2600 times its text, and a million tiny documents (fewer in `npm test`). Both modes, real
  * processes; the memory is each service process's RSS, sampled during the calls.
  */
 
 const MiB = 1024 * 1024;
 const SCALAR = 64 * 1024;
 const ALIASES = 3000;
+/**
+ * Tiny documents in one output: a million in the full form (`npm run test:security`), 300,000 in
+ * `npm test`. Splitting 300,000 on a request-serving loop blocked it ~4 s, well past the bound.
+ */
+const TINY_DOCS = process.env.CMP_SECURITY_FULL === '1' ? 1_000_000 : 300_000;
 
 const PLUGIN = pluginYaml('hostile-output', `generate:
   command: [sh, -c]
@@ -34,7 +39,7 @@ const PLUGIN = pluginYaml('hostile-output', `generate:
         alias) printf 'kind: List\\nitems: [&b '; head -c ${SCALAR} /dev/zero | tr '\\0' x; yes ',*b' | head -n ${ALIASES} | tr -d '\\n'; echo ']' ;;
         stderr) yes 'une ligne d’erreur très longue' | head -c 60000 >&2; exit 3 ;;
         short) echo 'a short failure' >&2; exit 3 ;;
-        tiny) awk 'BEGIN { for (i = 0; i < 1000000; i++) printf "---\\na: 1\\n" }' ;;
+        tiny) awk 'BEGIN { for (i = 0; i < ${TINY_DOCS}; i++) printf "---\\na: 1\\n" }' ;;
         *) echo "kind: A" ;;
       esac`);
 
@@ -121,7 +126,7 @@ describe('hostile plugin output is bounded before it grows', () => {
           watch.stop();
         }
         // The expansion is 196 MB; it was 0.9-5.7 GB of RSS in a process. 160 MiB is the hostile
-        // suite's allowance for a process's RSS over its baseline (docs/reliability.md#invariants-after-every-suite).
+        // suite's allowance for a process's RSS over its baseline (README, Reliability).
         const { pid, mib, all } = watch.growth();
         t.diagnostic(`RSS ${all}`);
         assert.ok(mib < 160, `process ${pid} grew by ${mib.toFixed(0)} MiB (${all})`);
@@ -131,7 +136,7 @@ describe('hostile plugin output is bounded before it grows', () => {
       }
     });
 
-    test(`a million tiny documents do not hold up another app's request on the same proxy (${mode})`, async t => {
+    test(`${TINY_DOCS.toLocaleString('en')} tiny documents do not hold up another app's request on the same proxy (${mode})`, async t => {
       // One proxy process: the requests share its event loop, as in the issue.
       const server = await startCmp(mode, { pluginYaml: PLUGIN, socketName: 'hostile-output.sock', workers: 2, proxyEnv: { CMP_OFFLOAD_PROXY_PROCESSES: '1' } });
       const client = openCmpClient(server.socketPath);
@@ -164,13 +169,13 @@ describe('hostile plugin output is bounded before it grows', () => {
         watch.stop();
         const res = await big;
         assert.ok('value' in res, JSON.stringify(res).slice(0, 300));
-        assert.equal(res.value.manifests.length, 1_000_000);
+        assert.equal(res.value.manifests.length, TINY_DOCS);
         assert.ok(res.value.manifests.every(m => m === '{"a":1}'));
         assert.ok(during.length >= 3, `only ${during.length} small requests during the big one`);
         // 2x its idle latency, with a wide margin for this loaded machine: a blocked loop cost 13.8 s.
         const worst = Math.max(...during);
         assert.ok(worst < 2 * idleMs + 2000, `a small request took ${worst.toFixed(0)} ms during the split (idle ${idleMs.toFixed(0)} ms; all: ${during.map(d => d.toFixed(0)).join(' ')})`);
-        // A legitimate answer this time (9 MB of manifests, under the message limit), which every
+        // A legitimate answer this time (9 MB of manifests for a million, under the message limit), which every
         // process holds as a million strings for a moment: the figure for it in docs/security.md#trust-boundary.
         const { pid, mib, all } = watch.growth();
         t.diagnostic(`idle ${idleMs.toFixed(0)} ms, worst during ${worst.toFixed(0)} ms over ${during.length} requests; RSS ${all}`);

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
@@ -5,6 +6,7 @@ import { appPathsRecord, originOf, sourceIdOf } from '../../cmp/cache/app-paths.
 import { RedisAppPaths } from '../../cmp/queue/app-paths-store.js';
 import { KeySpace } from '../../cmp/queue/keys.js';
 import { parsePathsNotice } from '../../cmp/queue/paths-notice.js';
+import { BIN } from '../helpers/paths.js';
 import { startRedis, type RedisServer } from '../helpers/redis-server.js';
 
 let server: RedisServer;
@@ -98,3 +100,21 @@ test('note: an unchanged outcome writes nothing and announces nothing; a changed
 async function until(check: () => boolean, what: string): Promise<void> {
   for (const end = Date.now() + 5000; !check(); await new Promise(r => setTimeout(r, 20))) if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
 }
+
+test('cmp-offload paths --all with no records says so on stderr and exits 0; --json prints an empty list', async () => {
+  const env = {
+    ...process.env,
+    CMP_OFFLOAD_REDIS_URL: server.url,
+    CMP_OFFLOAD_QUEUE_PREFIX: '{cmp-paths-none}',
+    CMP_OFFLOAD_SIGNING_KEY: 'a-signing-key-of-32-characters!!',
+  };
+  const text = spawnSync(process.execPath, [BIN, 'paths', '--all'], { env, encoding: 'utf8', timeout: 30_000 });
+  assert.deepEqual([text.status, text.stdout, text.stderr], [
+    0,
+    '',
+    'cmp-offload paths: no records yet (an Application has one after its first traced generate)\n',
+  ]);
+  const json = spawnSync(process.execPath, [BIN, 'paths', '--all', '--json'], { env, encoding: 'utf8', timeout: 30_000 });
+  assert.equal(json.status, 0, json.stderr);
+  assert.deepEqual(JSON.parse(json.stdout), { annotation: 'argocd.argoproj.io/manifest-generate-paths', apps: [] });
+});

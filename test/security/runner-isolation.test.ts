@@ -135,7 +135,8 @@ for (const concurrency of [1, 2]) {
         assert.deepEqual(JSON.parse(a.value.manifests[0]!).data, { value: victims[i], home: '', tmp: '', daemons: '0' });
       });
       assert.doesNotMatch(safeRead(path.join(markers, 'stolen')), new RegExp(secret), "the next tenant's env was read");
-      for (const r of runners) assert.deepEqual(strays(r), []);
+      // The last victims' own runs are swept after their answers, as the attacker's was.
+      for (const r of runners) await until(() => strays(r).length === 0, 10_000, 'no process of the runs left in the runner').catch(() => assert.deepEqual(strays(r), []));
     });
 
     test('PID 1 (cmp-reap --init) and the runner are not dumpable: a run cannot read their environ (nor ptrace them)', async () => {

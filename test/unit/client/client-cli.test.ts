@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -265,4 +265,38 @@ test('--local reports a plugin failure as an rpc error line', async () => {
   ]);
   assert.equal(r.code, 1);
   assert.match(r.stderr, /^rpc error: code = Unknown desc = error generating manifests: `sh -c .*` failed exit status 1: app\.env not found in /);
+});
+
+test('a socket that cannot be dialled: one line naming the socket, the cause and --socket, exit 1', async () => {
+  const root = makeRepo();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-cli-sock-'));
+  try {
+    const missing = path.join(dir, 'missing.sock');
+    assert.deepEqual(await run('generate', [root, '--socket', missing]), {
+      code: 1,
+      stdout: '',
+      stderr: `cmp-offload generate: cannot connect to ${missing}: no such file (check --socket)\n`,
+    });
+    const file = path.join(dir, 'plain-file');
+    fs.writeFileSync(file, '');
+    assert.deepEqual(await run('match', [root, '--socket', file]), {
+      code: 1,
+      stdout: '',
+      stderr: `cmp-offload match: cannot connect to ${file}: not a socket (check --socket)\n`,
+    });
+    // A socket file nobody listens on (a proxy killed while it served): the connect is refused.
+    const dead = path.join(dir, 'dead.sock');
+    spawnSync(process.execPath, ['-e', 'require("net").createServer().listen(process.argv[1], () => process.kill(process.pid, "SIGKILL"))', dead]);
+    assert.ok(fs.statSync(dead).isSocket());
+    const refused = await run('generate', [root, '--socket', dead]);
+    assert.deepEqual(refused, {
+      code: 1,
+      stdout: '',
+      stderr: `cmp-offload generate: cannot connect to ${dead}: ECONNREFUSED (check --socket; is the proxy running?)\n`,
+    });
+    assert.doesNotMatch(refused.stderr, /Resolution note/);
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
