@@ -11,7 +11,7 @@ import { QUEUE_STATES } from '../../../cmp/observe/queue-depth.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
 import { dump } from 'js-yaml';
 import { one, type Obj } from './infra-files.js';
-import { inCI } from './kubectl.js';
+import { inCI, kubectlSkip, renderKustomize, requireKubectl } from './kubectl.js';
 
 /**
  * The alert rules (components/alerts): valid against the prometheus-operator PrometheusRule CRD,
@@ -140,7 +140,7 @@ const EXTERNAL: Record<string, { alert: string; labels: string[] }> = {
   kube_horizontalpodautoscaler_status_current_replicas: { alert: 'CmpOffloadWorkersAtMax', labels: ['horizontalpodautoscaler', 'namespace'] },
   kube_horizontalpodautoscaler_spec_max_replicas: { alert: 'CmpOffloadWorkersAtMax', labels: ['horizontalpodautoscaler', 'namespace'] },
 };
-const FUNCTIONS = new Set(['sum', 'max', 'min', 'count', 'avg', 'rate', 'increase', 'histogram_quantile', 'max_over_time', 'min_over_time', 'absent', 'clamp_min']);
+const FUNCTIONS = new Set(['sum', 'max', 'min', 'count', 'avg', 'rate', 'increase', 'histogram_quantile', 'max_over_time', 'min_over_time', 'avg_over_time', 'absent', 'clamp_min']);
 
 /** Problems of one alert's expression against what the code exports (empty: fine). */
 export function exprProblems(alert: string, expr: string, series = exported()): string[] {
@@ -225,8 +225,23 @@ test('the alerts cover what the issue lists', () => {
   }
 });
 
-test('every alert expression uses only metrics, labels and label values the code exports', () => {
+/** What the code exports, plus the series the rule file records (keeping the labels they group by). */
+function exportedAndRecorded(r: Obj = rule()): ReturnType<typeof exported> {
   const series = exported();
+  for (const rec of r.spec.groups.flatMap((g: Obj) => g.rules).filter((x: Obj) => x.record)) {
+    series.set(rec.record, new Map(parsePromQL(rec.expr).grouping.map(l => [l, null])));
+  }
+  return series;
+}
+
+test('every recording rule reads only what the code exports', () => {
+  const records = rule().spec.groups.flatMap((g: Obj) => g.rules).filter((x: Obj) => x.record);
+  assert.ok(records.length >= 1);
+  for (const r of records) assert.deepEqual(exprProblems(r.record, r.expr), [], `${r.record}: ${r.expr}`);
+});
+
+test('every alert expression uses only metrics, labels and label values the code exports', () => {
+  const series = exportedAndRecorded();
   let checked = 0;
   for (const a of alerts()) {
     assert.deepEqual(exprProblems(a.alert, a.expr, series), [], `${a.alert}: ${a.expr}`);
@@ -276,16 +291,61 @@ test('the backlog threshold is what the workers at KEDA\'s maximum run at once; 
 /** GitHub's anchor of a Markdown heading. */
 const anchorOf = (heading: string) => heading.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-');
 
-test('every alert has a runbook section in docs/operations.md, and its runbook_url points at it', () => {
+/** Where every runbook_url points: the project's docs, absolute (docs/operations.md#8-alerts says how to rebase it). */
+const HOMEPAGE = (JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { homepage: string }).homepage;
+const RUNBOOK_BASE = `${HOMEPAGE}/blob/main/docs/operations.md`;
+
+test('every alert has a description, a for: duration, and a runbook section its absolute runbook_url points at', () => {
   const ops = fs.readFileSync(path.join(REPO_ROOT, 'docs/operations.md'), 'utf8');
   const anchors = new Set([...ops.matchAll(/^#{2,4} (.+)$/gm)].map(m => anchorOf(m[1]!)));
   for (const a of alerts()) {
-    assert.equal(a.annotations.runbook_url, `docs/operations.md#${a.alert.toLowerCase()}`, `${a.alert}: runbook_url`);
+    assert.equal(a.annotations.runbook_url, `${RUNBOOK_BASE}#${a.alert.toLowerCase()}`, `${a.alert}: runbook_url`);
     assert.ok(anchors.has(a.alert.toLowerCase()), `docs/operations.md has no section "${a.alert}"`);
     // The section says what to look at: at least one metric or command.
     const section = ops.split(new RegExp(`^#{2,4} ${a.alert}$`, 'm'))[1]!.split(/^#{2,4} /m)[0]!;
     assert.ok(section.trim().length > 80, `${a.alert}: the runbook section is nearly empty`);
+    assert.ok(typeof a.annotations.description === 'string' && a.annotations.description.length > 60, `${a.alert}: no description`);
+    assert.ok(a.for && a.for !== '0', `${a.alert}: no for: duration (it would page on one evaluation)`);
   }
+});
+
+test("the runbook section's replacement rebases every runbook_url on a mirror (skipped without kubectl 1.21+ outside CI)", { skip: kubectlSkip }, () => {
+  requireKubectl();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-runbooks-'));
+  try {
+    const mirror = 'https://git.example.com/ops/cmp-offload/docs/operations.md';
+    fs.writeFileSync(path.join(tmp, 'cm.yaml'), JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'runbook-base' }, data: { url: mirror } }));
+    fs.writeFileSync(
+      path.join(tmp, 'kustomization.yaml'),
+      JSON.stringify({
+        resources: ['cm.yaml'],
+        components: [path.relative(tmp, path.join(REPO_ROOT, 'infra/kustomize/components/alerts'))],
+        // As docs/operations.md#8-alerts shows it.
+        replacements: [
+          {
+            source: { kind: 'ConfigMap', name: 'runbook-base', fieldPath: 'data.url' },
+            targets: [{ select: { kind: 'PrometheusRule', name: 'cmp-offload' }, fieldPaths: ['spec.groups.*.rules.*.annotations.runbook_url'], options: { delimiter: '#', index: 0 } }],
+          },
+        ],
+      }),
+    );
+    const rendered = renderKustomize(tmp).find(o => o.kind === 'PrometheusRule')!;
+    const urls = alerts(rendered).map(a => a.annotations.runbook_url);
+    assert.deepEqual(urls, alerts().map(a => `${mirror}#${a.alert.toLowerCase()}`));
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+test("the dashboard's cache hit ratio is the recording rule's expression (one definition)", () => {
+  const record = rule().spec.groups.flatMap((g: Obj) => g.rules).find((x: Obj) => x.record === 'namespace:cmp_offload_cache_hit_ratio:rate5m');
+  assert.ok(record, 'no hit-ratio recording rule');
+  const dashboard = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'infra/grafana/cmp-offload-dashboard.json'), 'utf8'));
+  const panel = dashboard.panels.find((p: Obj) => p.title === 'Cache hit ratio');
+  const norm = (e: string) => e.replace(/namespace=~"\$namespace",\s*/g, '').replace(/\s+/g, ' ').trim();
+  assert.equal(norm(panel.targets[0].expr), norm(record.expr));
+  const alert = alerts().find(a => a.alert === 'CmpOffloadCacheHitRatioLow')!;
+  assert.match(alert.expr, /namespace:cmp_offload_cache_hit_ratio:rate5m/);
 });
 
 /**
@@ -316,7 +376,8 @@ test('promtool parses every expression and annotation template (skipped without 
   requirePromtool();
   const ok = promtoolCheck(rule());
   assert.equal(ok.status, 0, ok.out);
-  assert.match(ok.out, new RegExp(`SUCCESS: ${alerts().length} rules found`));
+  const rules = rule().spec.groups.flatMap((g: Obj) => g.rules).length;
+  assert.match(ok.out, new RegExp(`SUCCESS: ${rules} rules found`));
   const bad = rule();
   bad.spec.groups[0].rules[0].expr = 'sum by (namespace (cmp_offload_queue_jobs)';
   assert.notEqual(promtoolCheck(bad).status, 0, 'promtool accepted a broken expression');
@@ -335,12 +396,15 @@ function promtoolTest(r: Obj, tests: Obj[]): { status: number | null; out: strin
   }
 }
 
-/** promtool unit tests of one alert: silent at `quiet`, then exactly one alert with these labels and summary at `fires`. */
+/**
+ * promtool unit tests of one alert: silent at `quiet`, then exactly one alert with these labels
+ * and summary at `fires` (its description and runbook_url as the rule has them).
+ */
 function quietThenFires(alertname: string, quiet: string, fires: string, labels: Record<string, string>, summary: string): Obj[] {
-  const runbook_url = `docs/operations.md#${alertname.toLowerCase()}`;
+  const { runbook_url, description } = alerts().find(a => a.alert === alertname)!.annotations;
   return [
     { eval_time: quiet, alertname, exp_alerts: [] },
-    { eval_time: fires, alertname, exp_alerts: [{ exp_labels: labels, exp_annotations: { runbook_url, summary } }] },
+    { eval_time: fires, alertname, exp_alerts: [{ exp_labels: labels, exp_annotations: { runbook_url, description, summary } }] },
   ];
 }
 
@@ -405,4 +469,66 @@ test('promtool: Redis memory high fires once per namespace above 85% of maxmemor
   const memory = alerts(broken).find(a => a.alert === 'CmpOffloadRedisMemoryHigh')!;
   memory.expr = memory.expr.replace('(cmp_offload_redis_maxmemory_bytes > 0)', 'cmp_offload_redis_maxmemory_bytes');
   assert.notEqual(promtoolTest(broken, tests).status, 0, 'the unit tests pass without the no-limit guard');
+});
+
+test('promtool: every other alert is silent before its condition holds long enough, then fires once (skipped without promtool outside CI)', { skip: promtoolSkip }, () => {
+  requirePromtool();
+  const at = 'namespace="argocd",pod="repo-0"';
+  const hpa = 'namespace="argocd",horizontalpodautoscaler="keda-hpa-cmp-offload-worker"';
+  const warning = { severity: 'warning', namespace: 'argocd' };
+  const tests = [
+    {
+      interval: '1m',
+      input_series: [
+        { series: `cmp_offload_queue_jobs{${at},queue="p",state="wait"}`, values: '25x40' },
+        { series: `cmp_offload_stage_duration_seconds_bucket{${at},stage="queue_wait",le="10"}`, values: '0x40' },
+        { series: `cmp_offload_stage_duration_seconds_bucket{${at},stage="queue_wait",le="60"}`, values: '0+10x40' },
+        { series: `cmp_offload_stage_duration_seconds_bucket{${at},stage="queue_wait",le="+Inf"}`, values: '0+10x40' },
+        { series: `kube_horizontalpodautoscaler_status_current_replicas{${hpa}}`, values: '10x40' },
+        { series: `kube_horizontalpodautoscaler_spec_max_replicas{${hpa}}`, values: '10x40' },
+        { series: `cmp_offload_requests_total{${at},rpc="generate",outcome="OK"}`, values: '0+90x40' },
+        { series: `cmp_offload_requests_total{${at},rpc="generate",outcome="UNKNOWN"}`, values: '0+10x40' },
+        { series: `cmp_offload_requests_total{${at},rpc="generate",outcome="DEADLINE_EXCEEDED"}`, values: '0+1x40' },
+        { series: `cmp_offload_requests_total{${at},rpc="generate",outcome="ABORTED"}`, values: '0x5 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35' },
+        { series: `cmp_offload_exec_timeouts_total{${at}}`, values: '0+1x40' },
+        { series: `cmp_offload_jobs_total{${at},outcome="retried"}`, values: '0+1x40' },
+        { series: `cmp_offload_keeper_errors_total{${at}}`, values: '0+1x40' },
+        { series: `cmp_offload_cache_lookups_total{${at},result="miss"}`, values: '0+90x80' },
+        { series: `cmp_offload_cache_lookups_total{${at},result="hit"}`, values: '0+10x80' },
+      ],
+      alert_rule_test: [
+        ...quietThenFires('CmpOffloadQueueBacklog', '5m', '15m', { ...warning, queue: 'p' }, 'cmp-offload queue p holds 25 waiting jobs, more than the workers at their maximum run at once'),
+        ...quietThenFires('CmpOffloadQueueWaitHigh', '5m', '25m', warning, 'p95 queue wait of cmp-offload jobs is 57.5s (repo-server\'s default deadline is 60s)'),
+        ...quietThenFires('CmpOffloadWorkersAtMax', '10m', '20m', { severity: 'warning', namespace: 'argocd', horizontalpodautoscaler: 'keda-hpa-cmp-offload-worker' }, "cmp-offload workers have run at KEDA's maxReplicaCount for 15 minutes"),
+        ...quietThenFires('CmpOffloadErrorRatioHigh', '5m', '25m', { ...warning, rpc: 'generate' }, '11.76% of cmp-offload generate requests end non-OK'),
+        ...quietThenFires('CmpOffloadDeadlineExceeded', '5m', '25m', warning, "15 cmp-offload requests ran past the repo-server's deadline in 15 minutes"),
+        ...quietThenFires('CmpOffloadJobsGivenUp', '8m', '25m', warning, '20 cmp-offload jobs were given up in 30 minutes after CMP_OFFLOAD_JOB_ATTEMPTS failed runs (jobGaveUp)'),
+        ...quietThenFires('CmpOffloadExecTimeouts', '5m', '25m', warning, '25 cmp-offload plugin commands in 30 minutes ran past ARGOCD_EXEC_TIMEOUT or were SIGKILLed after the fatal timeout'),
+        ...quietThenFires('CmpOffloadJobsFailing', '5m', '25m', { ...warning, outcome: 'retried' }, '15 cmp-offload jobs ended retried in 15 minutes'),
+        ...quietThenFires('CmpOffloadKeeperFailing', '10m', '30m', warning, 'the cmp-offload keeper in namespace argocd failed 15 times in 15 minutes'),
+        ...quietThenFires('CmpOffloadCacheHitRatioLow', '30m', '70m', { severity: 'info', namespace: 'argocd' }, 'cmp-offload cache hit ratio is 10%'),
+      ],
+    },
+    {
+      // One event each, never repeated: the alerts that used to page on it stay silent.
+      interval: '1m',
+      input_series: [
+        { series: `cmp_offload_requests_total{${at},rpc="generate",outcome="ABORTED"}`, values: '0x5 1x40' },
+        { series: `cmp_offload_exec_timeouts_total{${at}}`, values: '0x5 1x40' },
+        { series: `cmp_offload_exec_kills_total{${at},reason="fatal_timeout"}`, values: '0x5 1x40' },
+      ],
+      alert_rule_test: ['6m', '10m', '20m', '30m'].flatMap(eval_time =>
+        ['CmpOffloadJobsGivenUp', 'CmpOffloadExecTimeouts'].map(alertname => ({ eval_time, alertname, exp_alerts: [] })),
+      ),
+    },
+  ];
+  const res = promtoolTest(rule(), tests);
+  assert.equal(res.status, 0, res.out);
+  // The one-event case fails for a rule that pages on any increase without for: (as these were).
+  const paging = rule();
+  for (const a of alerts(paging).filter(x => ['CmpOffloadJobsGivenUp', 'CmpOffloadExecTimeouts'].includes(x.alert))) {
+    a.expr = a.expr.replace(/> 1$|> 2$/gm, '> 0');
+    delete a.for;
+  }
+  assert.notEqual(promtoolTest(paging, [tests[1]!]).status, 0, 'the one-event case passes for a rule that pages on one event');
 });
