@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { RevisionRule } from '../config/options.js';
 import { metrics } from '../observe/metrics.js';
 import type { EnvEntry, PluginResult } from '../plugin/request.js';
 import type { TreeIndex } from '../tar/tree-index.js';
@@ -7,15 +8,11 @@ import { cacheKey, type CacheKeyInput } from './cache-key.js';
 import type { RecordedReads } from '../trace/read-recorder.js';
 import { shapeId, shapeOf, stateDigest, type Shape } from './read-set.js';
 
+export type { RevisionRule };
+
 /** The build env that changes with every commit (docs/argo-contract.md#what-the-repo-server-sends). */
 export const REVISION_ENV = ['ARGOCD_APP_REVISION', 'ARGOCD_APP_REVISION_SHORT', 'ARGOCD_APP_REVISION_SHORT_8'] as const;
 
-/**
- * CMP_OFFLOAD_CACHE_REVISION: `auto` binds an entry to the revision only when its output
- * contains one of the revision values; `always` binds every entry (a plugin that uses the
- * revision without printing it is then safe, at the cost of no reuse across commits).
- */
-export type RevisionRule = 'auto' | 'always';
 
 /** What the proxy knows about a generate request when the traced cache may answer it. */
 export interface TracedRequest {

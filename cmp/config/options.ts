@@ -2,11 +2,47 @@ import { DEFAULT_ASKPASS_SOCKET } from '../askpass/git-creds-env.js';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { RevisionRule } from '../cache/traced-key.js';
-import type { TraceOptions } from '../trace/read-recorder.js';
 import { defaultProxyProcesses } from './available-cpus.js';
-import { parseGoDuration } from './go-duration.js';
+import {
+  argoDuration,
+  bytes,
+  duration,
+  envName,
+  fail,
+  GiB,
+  goBool,
+  integer,
+  list,
+  MiB,
+  OptionsError,
+  oneOf,
+  positiveDuration,
+  stringToString,
+  type Env,
+} from './env-values.js';
+import { hashTag, redactRedisUrl, redisTarget, type RedisHost, type RedisTarget } from './redis-target.js';
 import type { SettingName } from './settings.js';
+
+export { hashTag, OptionsError, redactRedisUrl, redisTarget, type RedisHost, type RedisTarget };
+
+/**
+ * CMP_OFFLOAD_CACHE_REVISION: `auto` binds an entry to the revision only when its output
+ * contains one of the revision values; `always` binds every entry (a plugin that uses the
+ * revision without printing it is then safe, at the cost of no reuse across commits).
+ */
+export type RevisionRule = 'auto' | 'always';
+
+/** The traced cache's recorder settings (CMP_OFFLOAD_TRACE*). */
+export interface TraceOptions {
+  /** CMP_OFFLOAD_TRACER: the cmp-trace binary; empty for the one built with the project. */
+  tracer: string;
+  /** CMP_OFFLOAD_TRACE_CPUS: whether a traced command and its tracer share one CPU (see cmp-trace.c). */
+  cpus: 'one' | 'all';
+  /** CMP_OFFLOAD_TRACE_MAX_PATHS: distinct paths one run may touch before its record is given up. */
+  maxPaths: number;
+  /** CMP_OFFLOAD_TRACE_MAX_BYTES: trace output one command may write before its record is given up. */
+  maxTraceBytes: number;
+}
 
 /**
  * Every setting of the service, read once from the environment at start and frozen. Argo's own
@@ -164,40 +200,6 @@ export interface OtlpOptions {
 /** CMP_OFFLOAD_RUNNER_SOCKET's value for plugin commands run inside the worker process. */
 export const IN_PROCESS = 'in-process';
 
-/** A `host:port` of a sentinel or a cluster seed node. */
-export interface RedisHost {
-  host: string;
-  port: number;
-}
-
-/**
- * Where Redis is, parsed from CMP_OFFLOAD_REDIS_URL (one setting for every form, so that the
- * proxy, the worker, the `cache` CLI and the Kubernetes Secret keep one key):
- * - `redis://[user:password@]host[:port][/db]`, `rediss://…`: one Redis (TLS with `rediss`);
- * - `redis+sentinel://[user:password@]host[:port],host[:port]…/<master name>[/db]`,
- *   `rediss+sentinel://…`: the master of a Sentinel group (TLS to the sentinels and the data
- *   nodes with `rediss`); the credentials are the data nodes'; the sentinels' own come from
- *   CMP_OFFLOAD_REDIS_SENTINEL_USERNAME and CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD(_FILE);
- * - `redis+cluster://[user:password@]host[:port],host[:port]…`, `rediss+cluster://…`: a Redis
- *   Cluster, from one or more seed nodes (database 0 only, as in any cluster).
- * Default ports: 26379 for sentinels, 6379 otherwise. Reserved characters in the user name or
- * password must be percent-encoded, as in any URL.
- */
-export type RedisTarget =
-  | { kind: 'standalone'; url: string }
-  | {
-      kind: 'sentinel';
-      sentinels: RedisHost[];
-      masterName: string;
-      db: number;
-      tls: boolean;
-      username: string | undefined;
-      password: string | undefined;
-      sentinelUsername: string | undefined;
-      sentinelPassword: string | undefined;
-    }
-  | { kind: 'cluster'; nodes: RedisHost[]; tls: boolean; username: string | undefined; password: string | undefined };
-
 /** The settings of distributed mode, shared by proxy, worker and the `cache` CLI. */
 export interface RedisOptions {
   /** CMP_OFFLOAD_REDIS_URL as given (it may hold a password: never log it, use `redacted`). */
@@ -253,9 +255,6 @@ export const DEFAULT_HTTP_ADDR = { proxy: ':9101', worker: ':9102', runner: 'off
 export const DEFAULT_CONFIG_DIR = '/home/argocd/cmp-server/config';
 export const DEFAULT_SOCKET_DIR = '/home/argocd/cmp-server/plugins';
 
-const GiB = 1024 ** 3;
-const MiB = 1024 ** 2;
-
 export interface RunnerOptions {
   /**
    * CMP_OFFLOAD_RUNNER_ISOLATION: `isolated` (default): one request at a time, the runner alone
@@ -271,10 +270,6 @@ export interface RunnerOptions {
    */
   resetDirs: readonly string[];
 }
-
-export class OptionsError extends Error {}
-
-type Env = Record<string, string | undefined>;
 
 /**
  * Compile the options from the environment (and the proxy/worker `--config-dir-path` flag);
@@ -440,126 +435,6 @@ function redisOptions(env: Env): RedisOptions | undefined {
 /** The Sentinel-only settings (refused with any other URL form: they would be silently ignored). */
 const SENTINEL_SETTINGS = ['CMP_OFFLOAD_REDIS_SENTINEL_USERNAME', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE'] as const;
 
-const REDIS_URL_FORMS =
-  'redis://[user:password@]host:port[/db], redis+sentinel://[user:password@]host:port,host:port/<master name>[/db], redis+cluster://[user:password@]host:port,host:port (rediss… for TLS)';
-
-/** CMP_OFFLOAD_REDIS_URL's error: names the part that is wrong, never echoes the URL (it may hold a password). */
-function badRedisUrl(why: string): never {
-  throw new OptionsError(`invalid value for CMP_OFFLOAD_REDIS_URL: ${why}; expected ${REDIS_URL_FORMS}`);
-}
-
-/** Parse CMP_OFFLOAD_REDIS_URL into one of the three forms of `RedisTarget`. */
-export function redisTarget(url: string): RedisTarget {
-  const m = /^([a-z][a-z0-9+.-]*):\/\/(.*)$/is.exec(url);
-  if (!m) badRedisUrl('not a URL');
-  const scheme = m[1]!.toLowerCase();
-  if (scheme === 'redis' || scheme === 'rediss') {
-    if (/^[^/]*,/.test(m[2]!.slice(m[2]!.lastIndexOf('@') + 1))) badRedisUrl('several hosts need redis+sentinel:// or redis+cluster://');
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      return badRedisUrl('not a valid URL');
-    }
-    if (parsed.hostname === '') badRedisUrl('no host');
-    return { kind: 'standalone', url };
-  }
-  const kind = /^rediss?\+(sentinel|cluster)$/.exec(scheme)?.[1] as 'sentinel' | 'cluster' | undefined;
-  if (!kind) badRedisUrl(`unknown scheme ${JSON.stringify(scheme.slice(0, 32))}`);
-  const tls = scheme.startsWith('rediss');
-  let rest = m[2]!;
-  if (/[?#]/.test(rest)) badRedisUrl('query strings and fragments are not supported');
-  // The credentials end at the last "@" (a password may hold "/", a master name never holds "@").
-  const at = rest.lastIndexOf('@');
-  let username: string | undefined;
-  let password: string | undefined;
-  if (at >= 0) {
-    const userinfo = rest.slice(0, at);
-    rest = rest.slice(at + 1);
-    const colon = userinfo.indexOf(':');
-    try {
-      username = decodeURIComponent(colon < 0 ? userinfo : userinfo.slice(0, colon)) || undefined;
-      password = colon < 0 ? undefined : decodeURIComponent(userinfo.slice(colon + 1)) || undefined;
-    } catch {
-      badRedisUrl('bad percent-encoding in the credentials');
-    }
-  }
-  const slash = rest.indexOf('/');
-  const hostList = slash < 0 ? rest : rest.slice(0, slash);
-  const segments = slash < 0 ? [] : rest.slice(slash + 1).split('/');
-  const hosts = hostList.split(',').map(h => redisHost(h, kind === 'sentinel' ? 26379 : 6379));
-  if (kind === 'cluster') {
-    if (segments.length > 1 || (segments[0] !== undefined && segments[0] !== '' && segments[0] !== '0')) {
-      badRedisUrl('a cluster has only database 0 (no path after the nodes)');
-    }
-    return { kind, nodes: hosts, tls, username, password };
-  }
-  let masterName = '';
-  try {
-    masterName = decodeURIComponent(segments[0] ?? '');
-  } catch {
-    badRedisUrl('bad percent-encoding in the master name');
-  }
-  if (masterName === '') badRedisUrl('a sentinel URL needs the master name as its path (/mymaster)');
-  const dbText = segments[1];
-  if (segments.length > 2 || (dbText !== undefined && dbText !== '' && !/^\d{1,5}$/.test(dbText))) {
-    badRedisUrl('after the master name only a database number may follow (/mymaster/0)');
-  }
-  return {
-    kind,
-    sentinels: hosts,
-    masterName,
-    db: dbText ? Number(dbText) : 0,
-    tls,
-    username,
-    password,
-    sentinelUsername: undefined,
-    sentinelPassword: undefined,
-  };
-}
-
-/** `host`, `host:port`, `[v6]` or `[v6]:port`. */
-function redisHost(raw: string, defaultPort: number): RedisHost {
-  const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}))?$/.exec(raw);
-  if (!m) badRedisUrl(raw === '' ? 'an empty host in the host list' : 'a host in the list is not host[:port]');
-  const port = m[2] === undefined ? defaultPort : Number(m[2]);
-  if (port < 1 || port > 65535) badRedisUrl('a port out of range');
-  return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
-}
-
-/**
- * Any form of CMP_OFFLOAD_REDIS_URL without its credentials (and with a marker instead of
- * anything that does not parse), for logs and error texts.
- */
-export function redactRedisUrl(url: string): string {
-  const m = /^([a-z][a-z0-9+.-]*):\/\/(.*)$/is.exec(url);
-  if (!m) return '<invalid URL>';
-  const rest = m[2]!;
-  const at = rest.lastIndexOf('@');
-  const hostAndPath = (at >= 0 ? rest.slice(at + 1) : rest).replace(/[?#].*$/s, '');
-  const scheme = m[1]!.toLowerCase();
-  if (scheme === 'redis' || scheme === 'rediss') {
-    try {
-      const u = new URL(url);
-      return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
-    } catch {
-      return '<invalid URL>';
-    }
-  }
-  return `${scheme}://${hostAndPath.replace(/\/$/, '')}`;
-}
-
-/**
- * The Redis Cluster hash tag of a key prefix: the text between its first `{` and the first `}`
- * after it, when not empty (Redis's rule); undefined when the prefix has none.
- */
-export function hashTag(prefix: string): string | undefined {
-  const open = prefix.indexOf('{');
-  if (open < 0) return undefined;
-  const close = prefix.indexOf('}', open + 1);
-  return close > open + 1 ? prefix.slice(open + 1, close) : undefined;
-}
-
 /** CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD or the file CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE names (one of them); never echoed. */
 function sentinelPassword(env: Env): string | undefined {
   const inline = env.CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD;
@@ -660,12 +535,6 @@ function signingKey(env: Env): Buffer | undefined {
   return key;
 }
 
-function positiveDuration(env: Env, name: SettingName, fallbackMs: number): number {
-  const ms = duration(env, name, fallbackMs);
-  if (ms <= 0) fail(name, String(env[name]), 'a positive duration');
-  return ms;
-}
-
 /** Argo: integer MiB in 0..2^31-1, anything else means the default of 100. */
 function argoMaxMessageBytes(raw: string | undefined): number {
   const n = raw !== undefined && /^[+-]?\d+$/.test(raw.trim()) ? Number(raw) : NaN;
@@ -693,89 +562,6 @@ function otlpOptions(env: Env): OtlpOptions | undefined {
     headers: stringToString(env.ARGOCD_CMP_SERVER_OTLP_HEADERS),
     attrs,
   };
-}
-
-/** Go's strconv.ParseBool, the default when unset or invalid (Argo's ParseBoolFromEnv). */
-function goBool(raw: string | undefined, fallback: boolean): boolean {
-  if (raw === undefined || raw === '') return fallback;
-  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(raw)) return true;
-  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(raw)) return false;
-  return fallback;
-}
-
-/** `k1=v1,k2=v2` (Argo's ParseStringToStringFromEnv): an entry without `=` makes it all invalid (empty). */
-function stringToString(raw: string | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const pair of list(raw)) {
-    const eq = pair.indexOf('=');
-    if (eq <= 0) return {};
-    out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim();
-  }
-  return out;
-}
-
-function argoDuration(raw: string | undefined, fallbackMs: number): number {
-  if (raw === undefined || raw === '') return fallbackMs;
-  try {
-    return parseGoDuration(raw);
-  } catch {
-    return fallbackMs;
-  }
-}
-
-function fail(name: SettingName, raw: string, expected: string): never {
-  throw new OptionsError(`invalid value ${JSON.stringify(raw)} for ${name}: expected ${expected}`);
-}
-
-function integer(env: Env, name: SettingName, fallback: number, min: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < min) fail(name, raw, `an integer >= ${min}`);
-  return Number(raw);
-}
-
-function duration(env: Env, name: SettingName, fallbackMs: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallbackMs;
-  try {
-    return parseGoDuration(raw);
-  } catch {
-    return fail(name, raw, 'a duration such as 90s, 5m or 24h');
-  }
-}
-
-const UNITS: Record<string, number> = { '': 1, k: 1e3, m: 1e6, g: 1e9, ki: 1024, mi: MiB, gi: GiB };
-
-/** A byte count: `1048576`, `512Mi`, `2Gi`, `100M`. */
-function bytes(env: Env, name: SettingName, fallback: number, zero = false): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const m = /^(\d+)\s*([kKmMgG]i?)?$/.exec(raw.trim());
-  const unit = UNITS[(m?.[2] ?? '').toLowerCase()];
-  if (!m || unit === undefined || Number(m[1]) < (zero ? 0 : 1)) fail(name, raw, `a ${zero ? '' : 'positive '}byte count such as 512Mi or 2Gi`);
-  return Number(m[1]) * unit;
-}
-
-function oneOf<T extends string>(env: Env, name: SettingName, allowed: readonly T[], fallback: T): T {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (!(allowed as readonly string[]).includes(raw)) fail(name, raw, `one of ${allowed.join(', ')}`);
-  return raw as T;
-}
-
-/** An env variable name (letters, digits, `_`, not starting with a digit). */
-function envName(env: Env, name: SettingName, fallback: string): string {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(raw)) fail(name, raw, 'an env variable name (letters, digits and _)');
-  return raw;
-}
-
-function list(raw: string | undefined): string[] {
-  return (raw ?? '')
-    .split(',')
-    .map(s => s.trim())
-    .filter(Boolean);
 }
 
 function deepFreeze<T>(o: T): T {

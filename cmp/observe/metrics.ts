@@ -5,11 +5,7 @@ import { preparedOf } from '../split/prepared.js';
 
 export { STAGES, type Stage } from './stages.js';
 
-/** How a request met the output cache: `bypass` = no key (cache off or tree not indexable), `index` = answered from the tree index. */
-export type CacheResult = 'hit' | 'miss' | 'coalesced' | 'bypass' | 'index';
-
-/** Why a plugin command was killed. */
-export type KillReason = 'fatal_timeout' | 'canceled' | 'output_limit';
+export type { CacheResult, KillReason } from './outcomes.js';
 
 // Latencies from a cache hit (sub-ms) to a slow helmfile run (minutes).
 const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];

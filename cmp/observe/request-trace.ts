@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Ctx } from '../context.js';
-import type { CacheResult, KillReason, Stage } from './metrics.js';
+import type { CacheResult, KillReason } from './outcomes.js';
+import type { Stage } from './stages.js';
 import { nowMs, type SpanContext } from './tracing.js';
 
 /**
@@ -97,7 +97,8 @@ export function withTrace<T>(trace: RequestTrace, fn: () => T): T {
 }
 
 /** Where a trace may come from besides AsyncLocalStorage: a request context of the proxy. */
-type TraceSource = Pick<Ctx, 'trace'>;
+/** What carries a request's trace (the proxy's Ctx). */
+type TraceSource = { readonly trace?: RequestTrace };
 
 /** The trace of the request this code runs for, if any: the one `ctx` carries, else the async context's. */
 export function currentTrace(ctx?: TraceSource): RequestTrace | undefined {

@@ -4,8 +4,7 @@ import path from 'node:path';
 import { Status } from '../grpc-status.js';
 import type { Ctx } from '../context.js';
 import { CmpError, sentMessageTooLarge, wrap } from '../errors.js';
-import type { Options } from '../config/options.js';
-import { commandArgv, discoveryConfigured, type PluginConfig } from '../config/plugin-config.js';
+import { commandArgv, discoveryConfigured } from '../config/plugin-config.js';
 import { extractTgz } from '../tar/extract.js';
 import { commandEnv } from '../exec/env.js';
 import { runCommand } from '../exec/run-command.js';
@@ -18,15 +17,11 @@ import { withRunAskpass } from '../askpass/run-askpass.js';
 import { announceParameters, parseDynamicParameters } from './parameters.js';
 import { discoverByPattern } from './discover.js';
 import { secureJoin } from './secure-join.js';
+import type { Engine } from './engine.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult } from './request.js';
 
-/** What executing a request needs: the plugin, the options, and the env plugin commands inherit. */
-export interface Engine {
-  readonly config: PluginConfig;
-  readonly options: Options;
-  /** The sidecar/worker process env that every command inherits (Argo: os.Environ()). */
-  readonly baseEnv: NodeJS.ProcessEnv;
-}
+export type { Engine };
+
 
 /** Receives what a generate run read (traced cache); left empty for other kinds and failed runs. */
 export interface ReadSink {

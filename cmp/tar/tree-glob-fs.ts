@@ -1,6 +1,6 @@
 import type { GlobFs, GlobStat } from '../discover/glob-fs.js';
 import { goClean } from './go-path.js';
-import type { TreeEntry } from './tree-index.js';
+import type { TreeEntry } from './tree-entry.js';
 
 const MAX_HOPS = 40;
 

@@ -4,22 +4,13 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import type { TraceOptions } from '../config/options.js';
 import { TraceRecords, type RawReads } from './trace-records.js';
 import { BUILT_TRACER, recorderProblem } from './tracer-probe.js';
 
 export { BUILT_TRACER };
+export type { TraceOptions };
 
-/** The traced cache's recorder settings (CMP_OFFLOAD_TRACE*). */
-export interface TraceOptions {
-  /** CMP_OFFLOAD_TRACER: the cmp-trace binary; empty for the one built with the project. */
-  tracer: string;
-  /** CMP_OFFLOAD_TRACE_CPUS: whether a traced command and its tracer share one CPU (see cmp-trace.c). */
-  cpus: 'one' | 'all';
-  /** CMP_OFFLOAD_TRACE_MAX_PATHS: distinct paths one run may touch before its record is given up. */
-  maxPaths: number;
-  /** CMP_OFFLOAD_TRACE_MAX_BYTES: trace output one command may write before its record is given up. */
-  maxTraceBytes: number;
-}
 
 /**
  * What a run read under its work dir, relative to it (`''` is the work dir itself), or why

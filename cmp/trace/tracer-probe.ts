@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runProbeCommand } from '../exec/probe-command.js';
 import type { Logger } from '../log.js';
-import type { Engine } from '../plugin/execute.js';
+import type { Engine } from '../plugin/engine.js';
 import { TraceRecords } from './trace-records.js';
 
 /** cmp-trace as `npm run build` compiles it, next to this module. */
