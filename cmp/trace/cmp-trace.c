@@ -432,8 +432,13 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
     ssize_t t = readlink(cur, link, sizeof link - 1);
     if (t <= 0) return give_up("a symlink could not be read"), -1;
     link[t] = 0;
+    /* Magic links live in /proc. The link's own directory tells: statfs of the link itself would
+     * follow it (/dev/fd, a plain link to /proc/self/fd, would pass for one). */
     struct statfs fs;
-    int in_proc = !statfs(cur, &fs) && fs.f_type == PROC_SUPER_MAGIC;
+    char saved = cur[before];
+    cur[before > 1 ? before : 1] = 0;
+    int in_proc = !statfs(before > 1 ? cur : "/", &fs) && fs.f_type == PROC_SUPER_MAGIC;
+    cur[before > 1 ? before : 1] = saved;
     if (in_proc && link[0] == '/') {
       /* A magic link jumps to its object; its text is only a name for it. */
       struct stat obj, named;
