@@ -65,11 +65,7 @@ def out(fd):
  * randomized differential test leaves their snippets out of its main walk (its todo walk keeps
  * them).
  */
-export const TODO: Record<string, string> = {
-  'toctou-thread':
-    'the recorder reads the path before the kernel copies it (seccomp user notification, then CONTINUE): the record names the ' +
-    'decoy (absent), the kernel opens the target, and after the target changes the traced answer is the old content',
-};
+export const TODO: Record<string, string> = {};
 
 export const TECHNIQUES: Technique[] = [
   { name: 'sh-redirect', what: 'shell input redirection', lang: 'sh', code: 'read -r v < ../../shared/x; echo "out: $v"', recorded: true },
