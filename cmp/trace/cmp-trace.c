@@ -653,6 +653,24 @@ enum answer { CONTINUE, ANSWERED, INSTALLED };
 
 static pid_t root;          /* the command */
 static int can_install = 1; /* SECCOMP_ADDFD_FLAG_SEND (Linux 5.14) */
+static int killable;        /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19) */
+
+/* Whether performing this call here could happen twice: without WAIT_KILLABLE_RECV a signal
+ * interrupts the waiting caller and the kernel restarts its call, which we may already have
+ * performed. Repeating an open without O_EXCL, a stat, chmod or truncate changes nothing; these
+ * would fail the second time (EEXIST, ENOENT), so they are left to the kernel. */
+static int performed_twice(long nr, __u64 open_flags) {
+  if (killable) return 0;
+  switch (nr) {
+#ifdef SYS_open
+  case SYS_mkdir: case SYS_rmdir: case SYS_unlink: case SYS_rename: case SYS_link: return 1;
+  case SYS_open: case SYS_creat:
+#endif
+  case SYS_openat: case SYS_openat2: return (open_flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+  case SYS_mkdirat: case SYS_unlinkat: case SYS_renameat: case SYS_renameat2: case SYS_linkat: return 1;
+  default: return 0;
+  }
+}
 static int self_fds = -1;   /* our /proc/self/fd, to reopen what we looked up with O_PATH */
 
 /* `ppid`, thread count and controlling terminal of task `id` (/proc/<id>/stat); -1 if unknown. */
@@ -1024,8 +1042,8 @@ static enum answer on_syscall(struct caller *c, const struct seccomp_data *call,
   if (bad && h != KERNEL) return fail(resp, bad);
   for (int k = 0; k < 2 && s->path[k] >= 0; k++)
     if (!paths[k][0] || (fd_path[k] && h != STAT)) h = KERNEL;
+  __u64 flags = how.flags, mode = how.mode;
   if (h == OPEN) {
-    __u64 flags = how.flags, mode = how.mode;
     if (s->kind == OPEN_HOW) {
       /* What openat2 refuses is left to the kernel, and resolve flags other than with
        * RESOLVE_BENEATH: that one we apply as the kernel does, to the caller's path relative to
@@ -1048,6 +1066,9 @@ static enum answer on_syscall(struct caller *c, const struct seccomp_data *call,
         !strcmp(resolved + strlen(resolved) - 4, "/mem"))
       return give_up("the plugin opened a process's memory for writing"), CONTINUE;
     if (!can_install) return give_up("a kernel without SECCOMP_ADDFD_FLAG_SEND (Linux 5.14)"), CONTINUE;
+  }
+  if ((h == OPEN || h == SAME) && performed_twice(call->nr, flags)) h = KERNEL;
+  if (h == OPEN) {
     if (!how.resolve) return answer_open(c, AT_FDCWD, paths[0], flags, mode, 0, resp);
     int dirfd = (int)call->args[0];
     if (dirfd == AT_FDCWD) snprintf(dir, sizeof dir, "/proc/%d/cwd", c->tid);
@@ -1117,7 +1138,7 @@ static void serve(int listener, int recording) {
 }
 
 /* ---- the filter: notify the syscalls of SPECS, and anything of another architecture ---- */
-static int install_filter(void) {
+static int install_filter(int *killable) {
   struct sock_filter f[10 + NSPECS + 2];
   size_t n = 0;
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
@@ -1139,7 +1160,13 @@ static int install_filter(void) {
   f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
   struct sock_fprog prog = {(unsigned short)n, f};
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) return -1;
-  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  /* WAIT_KILLABLE_RECV (Linux 5.19): once we have received a call, only a fatal signal
+   * interrupts it, so a call we perform is never restarted and performed twice (see
+   * performed_twice); other signals arrive as it returns, as during the kernel's own file calls. */
+  int listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, &prog);
+  *killable = listener >= 0;
+  if (listener < 0 && errno == EINVAL) listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  return listener;
 }
 
 /* Bind this process and `child` to one of the CPUs they may use: the one the kernel started
@@ -1162,12 +1189,13 @@ static void bind_one_cpu(pid_t child) {
  * container seccomp profiles. Failures before the exec say "cmp-trace: exec:" so that the caller
  * runs the command without us. */
 static void start_command(int sock, char **argv) {
-  int listener = install_filter();
+  int told[2] = {-1, 0}; /* the listener, and whether it is WAIT_KILLABLE_RECV */
+  told[0] = install_filter(&told[1]);
   int err = errno;
   /* Always answered: our end of the socket stays open in the shared table, so the other side
    * would not see our exit. */
-  if (write(sock, &listener, sizeof listener) != sizeof listener || listener < 0) {
-    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(listener < 0 ? err : errno));
+  if (write(sock, told, sizeof told) != sizeof told || told[0] < 0) {
+    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(told[0] < 0 ? err : errno));
     _exit(127);
   }
   char go;
@@ -1252,8 +1280,8 @@ int main(int argc, char **argv) {
    * record, and exits as the command did. */
   for (size_t i = 0; i < sizeof PASSED_ON / sizeof PASSED_ON[0]; i++) signal(PASSED_ON[i], SIG_IGN);
 
-  int listener = -1;
-  if (read(sp[0], &listener, sizeof listener) != sizeof listener) listener = -1;
+  int listener = -1, told[2];
+  if (read(sp[0], told, sizeof told) == sizeof told) listener = told[0], killable = told[1];
   if (listener >= 0) ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (__u64)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   if (!strcmp(cpus, "one")) bind_one_cpu(root);
   if (listener >= 0 && write(sp[0], "g", 1) != 1) give_up("the command did not start");
