@@ -384,8 +384,12 @@ static int no_symlinks(const char *full) {
   } how = {O_PATH | O_NOFOLLOW | O_CLOEXEC, 0, 0x04 /* RESOLVE_NO_SYMLINKS */};
   int fd = (int)syscall(SYS_openat2, AT_FDCWD, full, &how, sizeof how);
   if (fd >= 0) {
+    /* With O_PATH | O_NOFOLLOW the lookup succeeds on a last component that is a symlink:
+     * that one is followed by most calls, so it needs the walk. */
+    struct stat st;
+    int plain = !fstat(fd, &st) && !S_ISLNK(st.st_mode);
     close(fd);
-    return 1;
+    return plain;
   }
   /* ELOOP: a symlink on the way; ENOSYS (before Linux 5.6), anything odd: walk it ourselves.
    * Other errors stop the lookup where it failed, after symlink-free components only. */

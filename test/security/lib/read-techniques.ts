@@ -119,6 +119,13 @@ out(check(libc.syscall(NR_OPENAT, d, b'x', os.O_RDONLY), 'openat'))`,
     code: '[ -L "$T/kept" ] || ln -s /proc/self/cwd/../../shared "$T/kept" 2>/dev/null; echo "out: $(cat "$T/kept/x")"',
   },
   {
+    name: 'tmp-symlink-last',
+    what: 'the size of a file through a symlink to /proc/self/cwd/../../shared/x left in /tmp by an earlier run (stat follows it)',
+    lang: 'sh',
+    code: '[ -L "$T/last" ] || ln -s /proc/self/cwd/../../shared/x "$T/last" 2>/dev/null; echo "out: $(stat -L -c %s "$T/last")"',
+    state: n => ({ 'shared/x': 'v'.repeat(n + 1) }),
+  },
+  {
     name: 'hardlink',
     what: 'a hard link made in /tmp, read there',
     lang: 'sh',
