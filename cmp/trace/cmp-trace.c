@@ -378,6 +378,10 @@ static void pop(char *cur, size_t *len) {
 
 /* Whether the lookup of `full` (absolute) meets no symlink at all, asked of the kernel; then
  * lexical normalization is exactly its resolution. */
+/* The O_PATH descriptor no_symlinks() opened, of the object a symlink-free path names (-1 if
+ * none): the calls performed here use it rather than looking the path up once more. */
+static int plain_fd = -1;
+
 static int no_symlinks(const char *full) {
   struct {
     __u64 flags, mode, resolve;
@@ -388,7 +392,8 @@ static int no_symlinks(const char *full) {
      * that one is followed by most calls, so it needs the walk. */
     struct stat st;
     int plain = !fstat(fd, &st) && !S_ISLNK(st.st_mode);
-    close(fd);
+    if (plain) plain_fd = fd;
+    else close(fd);
     return plain;
   }
   /* ELOOP: a symlink on the way; ENOSYS (before Linux 5.6), anything odd: walk it ourselves.
@@ -423,6 +428,8 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
   size_t len = 0;
   if (path[0] == '/') snprintf(todo, sizeof todo, "%s", path);
   else if ((size_t)snprintf(todo, sizeof todo, "%s/%s", base, path) >= sizeof todo) return give_up("a path too long to resolve"), -1;
+  if (plain_fd >= 0) close(plain_fd);
+  plain_fd = -1;
   int walk = !no_symlinks(todo), links = 0;
   resolved[0] = 0;
   lookup[0] = 0;
@@ -850,8 +857,17 @@ static enum answer answer_open(struct caller *c, int dirfd, const char *path, __
     if (mask < 0) return give_up("the plugin's umask could not be read"), CONTINUE;
     umask_set = (int)umask((mode_t)mask);
   }
-  int fd = -1, err = 0;
-  int pfd = open_at(dirfd, path, O_PATH | O_CLOEXEC | (int)(flags & (O_NOFOLLOW | O_DIRECTORY)) | (excl ? O_NOFOLLOW : 0), 0, resolve);
+  int fd = -1, err = 0, pfd;
+  if (dirfd == AT_FDCWD && plain_fd >= 0) { /* the object `path` names, symlink-free */
+    pfd = plain_fd;
+    plain_fd = -1;
+    struct stat st;
+    if ((flags & O_DIRECTORY) && !fstat(pfd, &st) && !S_ISDIR(st.st_mode)) {
+      close(pfd);
+      pfd = -1;
+      errno = ENOTDIR;
+    }
+  } else pfd = open_at(dirfd, path, O_PATH | O_CLOEXEC | (int)(flags & (O_NOFOLLOW | O_DIRECTORY)) | (excl ? O_NOFOLLOW : 0), 0, resolve);
   if (pfd < 0) {
     err = errno;
     if (err == ENOENT && (flags & O_CREAT)) {
@@ -914,18 +930,21 @@ static enum answer answer_stat(struct caller *c, const struct seccomp_data *call
     if (!(flags & AT_EMPTY_PATH)) return fail(resp, ENOENT);
     flags &= ~(AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
   }
+  /* the object a symlink-free path names is at hand (no_symlinks) */
+  int at = AT_FDCWD;
+  if (!fd_path && plain_fd >= 0) at = plain_fd, path = "", flags |= AT_EMPTY_PATH;
   int r;
   if (call->nr == SYS_statfs) {
     struct statfs sfs;
-    if (statfs(path, &sfs)) return fail(resp, errno);
+    if (at != AT_FDCWD ? fstatfs(at, &sfs) : statfs(path, &sfs)) return fail(resp, errno);
     r = write_mem(c, buf, &sfs, sizeof sfs);
   } else if (call->nr == SYS_statx) {
     struct statx stx;
-    if (statx(AT_FDCWD, path, flags, (unsigned)call->args[3], &stx)) return fail(resp, fd_path && errno == ENOENT ? EBADF : errno);
+    if (statx(at, path, flags, (unsigned)call->args[3], &stx)) return fail(resp, fd_path && errno == ENOENT ? EBADF : errno);
     r = write_mem(c, buf, &stx, sizeof stx);
   } else {
     struct stat st;
-    if (fstatat(AT_FDCWD, path, &st, flags)) return fail(resp, fd_path && errno == ENOENT ? EBADF : errno);
+    if (fstatat(at, path, &st, flags)) return fail(resp, fd_path && errno == ENOENT ? EBADF : errno);
     r = write_mem(c, buf, &st, sizeof st);
   }
   if (r && errno == EFAULT) return fail(resp, EFAULT);
