@@ -22,8 +22,14 @@
  * modelled here: the record is given up. `cmp-trace --decisions` lists the syscall table.
  *
  * How: a seccomp filter, inherited by every thread and child, sends only the file syscalls to
- * this process as user notifications (SECCOMP_RET_USER_NOTIF); it reads their path arguments
- * and lets them continue. No ptrace: nothing else stops, and signals and exits are the
+ * this process as user notifications (SECCOMP_RET_USER_NOTIF); it reads their path arguments.
+ * A call let continue makes the kernel read its path again, which another thread (or a vfork
+ * parent's thread, or another process through a shared mapping) could have rewritten in
+ * between: so the common calls (open, stat, access, readlink, mkdir, unlink, rename, ...) are
+ * performed here on the recorded path and only their result reaches the caller (an opened file
+ * through SECCOMP_IOCTL_NOTIF_ADDFD, Linux 5.14); the rest (exec, chdir, unix socket addresses,
+ * ...) continue only where no other task can write that memory, else the record is given up
+ * (enum how, could_change). No ptrace: nothing else stops, and signals and exits are the
  * command's own. Each notification is a round trip between two tasks; on a VM, waking a task
  * on another, idle CPU costs several times the call. --cpus=one binds the tracer and the
  * command to one CPU (as rr does), so that every wake-up is local, at the price of the
@@ -56,7 +62,11 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <dirent.h>
 #include <sys/un.h>
+#include <sys/utsname.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +113,7 @@ enum kind {
   CWD,         /* fchdir: no path; the new cwd is read at each later relative call */
   SOCKADDR,    /* connect, bind, sendto: a sockaddr (argument path[0], length path[1]) */
   MSGHDR,      /* sendmsg, sendmmsg: the msg_name of each message (vector argument 1, count 2) */
+  CLONE,       /* clone with CLONE_VM but neither CLONE_THREAD nor CLONE_VFORK (install_filter) */
   UNTRACKABLE, /* gives the record up */
 };
 struct spec {
@@ -162,6 +173,10 @@ static const struct spec SPECS[] = {
     /* A filter of the plugin's own that notifies would take our notifications (the newest
      * filter's listener gets them); another process's memory and registers can be rewritten. */
     U(seccomp), U(ptrace), U(process_vm_writev),
+    /* A process sharing memory with another that runs could rewrite a path the kernel reads
+     * again (could_change): clone3 is refused (serve), clone notified only with CLONE_VM and
+     * neither CLONE_THREAD nor CLONE_VFORK. */
+    {SYS_clone, "clone", CLONE, {-1, -1}, {-1, -1}, 0, 0}, U(clone3),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -241,7 +256,20 @@ struct caller {
   pid_t tgid; /* 0 until needed */
   int listener;
   __u64 id;
+  /* The caller's memory the kernel reads again if the call continues: path strings, socket
+   * addresses and message headers (see could_change). More than MAX_RANGES: "could". */
+  unsigned long range[8][2];
+  int nranges;
 };
+#define MAX_RANGES 8
+
+static void note_range(struct caller *c, unsigned long addr, unsigned long len) {
+  if (c->nranges < MAX_RANGES) {
+    c->range[c->nranges][0] = addr;
+    c->range[c->nranges][1] = len;
+  }
+  c->nranges++;
+}
 
 /* The caller is gone, or its call was interrupted: either way this call does not run (an
  * interrupted call that restarts is notified again). Only then may a path we could not read be
@@ -350,14 +378,23 @@ static void pop(char *cur, size_t *len) {
 
 /* Whether the lookup of `full` (absolute) meets no symlink at all, asked of the kernel; then
  * lexical normalization is exactly its resolution. */
+/* The O_PATH descriptor no_symlinks() opened, of the object a symlink-free path names (-1 if
+ * none): the calls performed here use it rather than looking the path up once more. */
+static int plain_fd = -1;
+
 static int no_symlinks(const char *full) {
   struct {
     __u64 flags, mode, resolve;
   } how = {O_PATH | O_NOFOLLOW | O_CLOEXEC, 0, 0x04 /* RESOLVE_NO_SYMLINKS */};
   int fd = (int)syscall(SYS_openat2, AT_FDCWD, full, &how, sizeof how);
   if (fd >= 0) {
-    close(fd);
-    return 1;
+    /* With O_PATH | O_NOFOLLOW the lookup succeeds on a last component that is a symlink:
+     * that one is followed by most calls, so it needs the walk. */
+    struct stat st;
+    int plain = !fstat(fd, &st) && !S_ISLNK(st.st_mode);
+    if (plain) plain_fd = fd;
+    else close(fd);
+    return plain;
   }
   /* ELOOP: a symlink on the way; ENOSYS (before Linux 5.6), anything odd: walk it ourselves.
    * Other errors stop the lookup where it failed, after symlink-free components only. */
@@ -373,14 +410,29 @@ static int no_symlinks(const char *full) {
  * leads to the object it names when its path names that same object, else the record is given
  * up. `last` receives the last component unfollowed (a rename's source). 0, or -1 given up. */
 static char resolved[PATH_MAX + 1]; /* the object resolve() reached */
+/* The path the recorder itself hands to a call it performs (see answer()): the directory the
+ * kernel's lookup reached, canonical, then the rest of the caller's path from the component it
+ * was at (the last one, or the one where the lookup fails), so that the call applies its own
+ * rules there (following the last symlink or not, a trailing slash). "" when there is none
+ * that would mean the same thing here (/proc/self as the last component names this process). */
+static char lookup[2 * PATH_MAX + 2];
+
+static void set_lookup(const char *dir, size_t len, const char *rest) {
+  if (lookup[0]) return;
+  if ((size_t)snprintf(lookup, sizeof lookup, "%.*s/%s", (int)len, dir, rest) >= sizeof lookup) lookup[0] = 0;
+  if (len == 1) memmove(lookup, lookup + 1, strlen(lookup)); /* "/" + "/x" */
+}
 
 static int resolve(struct caller *c, const char *base, const char *path, char *last) {
   static char todo[2 * PATH_MAX + 2], next_todo[2 * PATH_MAX + 2], cur[PATH_MAX + 1], link[PATH_MAX + 1];
   size_t len = 0;
   if (path[0] == '/') snprintf(todo, sizeof todo, "%s", path);
   else if ((size_t)snprintf(todo, sizeof todo, "%s/%s", base, path) >= sizeof todo) return give_up("a path too long to resolve"), -1;
+  if (plain_fd >= 0) close(plain_fd);
+  plain_fd = -1;
   int walk = !no_symlinks(todo), links = 0;
   resolved[0] = 0;
+  lookup[0] = 0;
   strcpy(cur, "/");
   len = 1;
   last[0] = 0;
@@ -394,6 +446,7 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
     const char *q = rest;
     while (*q == '/') q++;
     int final = !*q;
+    if (final) set_lookup(cur, len, p);
     if (n == 1 && p[0] == '.') {
       p = rest;
       continue;
@@ -407,6 +460,7 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
     if (walk && ((n == 4 && !memcmp(p, "self", 4)) || (n == 11 && !memcmp(p, "thread-self", 11)))) {
       struct statfs fs;
       if (!statfs(cur, &fs) && fs.f_type == PROC_SUPER_MAGIC) {
+        if (final) strcpy(lookup, "\1"); /* set, and unusable */
         pid_t tgid = tgid_of(c);
         if (tgid < 0) return give_up("the caller's process could not be named"), -1;
         if (n == 4) snprintf(next_todo, sizeof next_todo, "%d%s", tgid, rest);
@@ -417,23 +471,30 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
       }
     }
     size_t before = len;
+    char *comp = p;
     if (push(cur, &len, p, n)) return give_up("a path too long to resolve"), -1;
     if (final && !last[0]) memcpy(last, cur, len + 1);
     p = rest;
     if (!walk) continue;
     struct stat st;
-    if (lstat(cur, &st)) break; /* the kernel's lookup fails here too (or creates it) */
-    if (!S_ISLNK(st.st_mode)) {
-      if (!S_ISDIR(st.st_mode) && !final) break; /* ENOTDIR */
-      continue;
+    if (lstat(cur, &st) || (!S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode) && !final)) {
+      /* the kernel's lookup fails here too (ENOENT, ENOTDIR), or creates the last component */
+      set_lookup(cur, before, comp);
+      break;
     }
+    if (!S_ISLNK(st.st_mode)) continue;
     record('P', cur, len);
     if (++links > 40) return give_up("too many symlinks"), -1;
     ssize_t t = readlink(cur, link, sizeof link - 1);
     if (t <= 0) return give_up("a symlink could not be read"), -1;
     link[t] = 0;
+    /* Magic links live in /proc. The link's own directory tells: statfs of the link itself would
+     * follow it (/dev/fd, a plain link to /proc/self/fd, would pass for one). */
     struct statfs fs;
-    int in_proc = !statfs(cur, &fs) && fs.f_type == PROC_SUPER_MAGIC;
+    char saved = cur[before];
+    cur[before > 1 ? before : 1] = 0;
+    int in_proc = !statfs(before > 1 ? cur : "/", &fs) && fs.f_type == PROC_SUPER_MAGIC;
+    cur[before > 1 ? before : 1] = saved;
     if (in_proc && link[0] == '/') {
       /* A magic link jumps to its object; its text is only a name for it. */
       struct stat obj, named;
@@ -443,7 +504,10 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
       memcpy(cur, link, len + 1);
       continue;
     }
-    if (in_proc && strchr(link, ':')) return 0; /* pipe:[..], socket:[..], anon_inode:..: no file */
+    if (in_proc && strchr(link, ':')) { /* pipe:[..], socket:[..], anon_inode:..: no file */
+      set_lookup(cur, before, comp);
+      return 0;
+    }
     if (link[0] == '/') {
       strcpy(cur, "/");
       len = 1;
@@ -458,6 +522,8 @@ static int resolve(struct caller *c, const char *base, const char *path, char *l
   }
   record('T', cur, len);
   memcpy(resolved, cur, len + 1);
+  if (!lookup[0]) memcpy(lookup, cur, len + 1);
+  if (lookup[0] == '\1') lookup[0] = 0;
   return 0;
 }
 
@@ -512,6 +578,7 @@ static int on_sockaddr(struct caller *c, unsigned long addr, unsigned long len) 
   static char sa[sizeof(struct sockaddr_un) + 1], dir[PATH_MAX + 1], last[PATH_MAX + 1];
   if (!addr || len < sizeof(sa_family_t) + 1) return 0; /* no address, or unnamed: no path */
   if (len > sizeof(struct sockaddr_un)) len = sizeof(struct sockaddr_un); /* the kernel's bound */
+  note_range(c, addr, len);
   memset(sa, 0, sizeof sa);
   if (read_mem(c, addr, sa, len)) {
     if (call_gone(c)) return 0;
@@ -528,6 +595,17 @@ static int on_sockaddr(struct caller *c, unsigned long addr, unsigned long len) 
   return resolve(c, dir, path, last);
 }
 
+/* Whether the caller's descriptor `fd` is a unix socket (only those look an address up as a
+ * path); 1 when unsure. Sockets name their protocol in an extended attribute. */
+static int unix_socket(const struct caller *c, int fd) {
+  char name[64], proto[32];
+  snprintf(name, sizeof name, "/proc/%d/fd/%d", c->tid, fd);
+  ssize_t n = getxattr(name, "system.sockprotoname", proto, sizeof proto - 1);
+  if (n < 0) return !(errno == ENOENT || errno == ENODATA || errno == EOPNOTSUPP); /* EBADF, ENOTSOCK */
+  proto[n] = 0;
+  return !strncmp(proto, "UNIX", 4);
+}
+
 static void on_sockaddrs(struct caller *c, const struct spec *s, const struct seccomp_data *call) {
   if (s->kind == SOCKADDR) {
     on_sockaddr(c, call->args[s->path[0]], call->args[s->path[1]]);
@@ -539,6 +617,7 @@ static void on_sockaddrs(struct caller *c, const struct spec *s, const struct se
   size_t stride = s->path[1] < 0 ? sizeof(struct msghdr) : sizeof(struct mmsghdr);
   for (unsigned long i = 0; i < count; i++) {
     struct msghdr m;
+    note_range(c, call->args[s->path[0]] + i * stride, sizeof m);
     if (read_mem(c, call->args[s->path[0]] + i * stride, &m, sizeof m)) {
       if (call_gone(c)) return;
       return give_up("a message header the recorder could not read");
@@ -547,87 +626,517 @@ static void on_sockaddrs(struct caller *c, const struct spec *s, const struct se
   }
 }
 
-/* One notified syscall. Recording more than was accessed is safe; less never happens
- * silently: what cannot be modelled gives the record up. */
-static void on_syscall(struct caller *c, const struct seccomp_data *call) {
-  if (call->arch != NATIVE_ARCH) return give_up("a syscall of another architecture");
+/* ---- answering: the recorder performs the call itself, or lets the kernel run it ---- */
+
+/* How a recorded call is answered. The kernel reads a continued call's path from the caller's
+ * memory again, after we did: another thread, a vfork parent's thread or a shared mapping can
+ * rewrite it in between, and the kernel would act on a path never recorded. So the calls that
+ * almost every run makes are performed here, on the paths we read and recorded, and only their
+ * result reaches the caller; the others continue only where that memory cannot change. */
+enum how {
+  KERNEL,   /* the kernel runs it (see could_change) */
+  OPEN,     /* open, creat, openat, openat2: opened here, the descriptor installed in the caller */
+  STAT,     /* stat, lstat, newfstatat, statx, statfs: here, the result written into the caller */
+  READLINK, /* readlink, readlinkat: here, the link text written into the caller */
+  SAME,     /* the same syscall here on the recorded paths: its other arguments are values */
+};
+
+static enum how how_of(long nr) {
+  switch (nr) {
+#ifdef SYS_open
+  case SYS_open: case SYS_creat: return OPEN;
+  case SYS_stat: case SYS_lstat: return STAT;
+  case SYS_readlink: return READLINK;
+  case SYS_access: case SYS_mkdir: case SYS_rmdir: case SYS_unlink: case SYS_rename: case SYS_link:
+  case SYS_chmod: case SYS_chown: case SYS_lchown: return SAME;
+#endif
+  case SYS_openat: case SYS_openat2: return OPEN;
+  case SYS_newfstatat: case SYS_statx: case SYS_statfs: return STAT;
+  case SYS_readlinkat: return READLINK;
+  case SYS_faccessat: case SYS_faccessat2: case SYS_mkdirat: case SYS_unlinkat: case SYS_renameat:
+  case SYS_renameat2: case SYS_linkat: case SYS_fchmodat: case SYS_fchmodat2: case SYS_fchownat:
+  case SYS_truncate: return SAME;
+  default: return KERNEL;
+  }
+}
+
+enum answer { CONTINUE, ANSWERED, INSTALLED };
+
+static pid_t root;          /* the command */
+static int can_install = 1; /* SECCOMP_ADDFD_FLAG_SEND (Linux 5.14) */
+static int killable;        /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19) */
+
+/* Whether performing this call here could happen twice: without WAIT_KILLABLE_RECV a signal
+ * interrupts the waiting caller and the kernel restarts its call, which we may already have
+ * performed. Repeating an open without O_EXCL, a stat, chmod or truncate changes nothing; these
+ * would fail the second time (EEXIST, ENOENT), so they are left to the kernel. */
+static int performed_twice(long nr, __u64 open_flags) {
+  if (killable) return 0;
+  switch (nr) {
+#ifdef SYS_open
+  case SYS_mkdir: case SYS_rmdir: case SYS_unlink: case SYS_rename: case SYS_link: return 1;
+  case SYS_open: case SYS_creat:
+#endif
+  case SYS_openat: case SYS_openat2: return (open_flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+  case SYS_mkdirat: case SYS_unlinkat: case SYS_renameat: case SYS_renameat2: case SYS_linkat: return 1;
+  default: return 0;
+  }
+}
+static int self_fds = -1;   /* our /proc/self/fd, to reopen what we looked up with O_PATH */
+
+/* `ppid`, thread count and controlling terminal of task `id` (/proc/<id>/stat); -1 if unknown. */
+static int task_stat3(pid_t id, pid_t *ppid, int *threads, int *tty) {
+  char name[64], buf[1024];
+  snprintf(name, sizeof name, "/proc/%d/stat", id);
+  int fd = open(name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* after the name: state ppid ... num_threads (field 20) */
+  long threads_l;
+  int pp, tty_nr;
+  if (!p || sscanf(p + 1, " %*c %d %*d %*d %d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %ld", &pp, &tty_nr, &threads_l) != 3) return -1;
+  *ppid = (pid_t)pp;
+  *threads = (int)threads_l;
+  if (tty) *tty = tty_nr;
+  return 0;
+}
+
+static int task_stat(pid_t id, pid_t *ppid, int *threads) {
+  return task_stat3(id, ppid, threads, NULL);
+}
+
+#ifndef KCMP_VM
+#define KCMP_VM 1
+#endif
+
+/* Whether process `p` shares its memory with its parent `ppid` (a vfork child before its exec);
+ * 1 when unsure. kcmp tells; the usual container seccomp profiles allow it only with
+ * CAP_SYS_PTRACE, so else: one of the parent's threads waits in vfork (its /proc syscall file
+ * shows the call it blocks in), which it does for as long as its child shares its memory. */
+static int shares_memory(pid_t p, pid_t ppid) {
+  long same = syscall(SYS_kcmp, p, ppid, KCMP_VM, 0, 0);
+  if (same >= 0) return same == 0;
+  char name[320], line[256];
+  snprintf(name, sizeof name, "/proc/%d/task", ppid);
+  DIR *d = opendir(name);
+  if (!d) return 1;
+  int shares = 0;
+  struct dirent *e;
+  while (!shares && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(name, sizeof name, "/proc/%d/task/%s/syscall", ppid, e->d_name);
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof line - 1);
+    if (fd >= 0) close(fd);
+    if (n <= 0) {
+      shares = 1;
+      continue;
+    }
+    line[n] = 0;
+    char *rest;
+    long nr = strtol(line, &rest, 10);
+    unsigned long flags = strtoul(rest, NULL, 16);
+#ifdef SYS_vfork
+    if (nr == SYS_vfork) shares = 1;
+#endif
+    if (nr == SYS_clone && (flags & CLONE_VFORK)) shares = 1;
+  }
+  closedir(d);
+  return shares;
+}
+
+/* Whether the caller's memory that a continued call makes the kernel read again (c->range)
+ * could change before it does. Only the caller's own thread may write it: its process has one
+ * thread, and no other process shares its memory except vfork parents, each with one thread
+ * (suspended until the child execs; clone with CLONE_VM otherwise gives the record up, see
+ * install_filter). And no other process may write those pages: private anonymous memory only,
+ * not a shared or file mapping (/proc/<pid>/pagemap). Whatever we cannot tell counts as could. */
+static int could_change(struct caller *c) {
+  if (c->nranges > MAX_RANGES) return 1;
+  pid_t p = c->tid, ppid;
+  int threads;
+  if (task_stat(p, &ppid, &threads) || threads != 1) return 1;
+  for (int depth = 0;; depth++) {
+    if (ppid == getpid()) {
+      if (p == root) break;
+      return 1; /* an orphan: who shares its memory is not known here */
+    }
+    if (!shares_memory(p, ppid)) break; /* its own memory */
+    if (depth > 16) return 1;
+    pid_t pp;
+    if (task_stat(ppid, &pp, &threads) || threads != 1) return 1;
+    p = ppid;
+    ppid = pp;
+  }
+  char name[64];
+  snprintf(name, sizeof name, "/proc/%d/pagemap", c->tid);
+  int fd = open(name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 1;
+  int could = 0;
+  for (int i = 0; i < c->nranges && !could; i++) {
+    unsigned long first = c->range[i][0] / 4096, end = (c->range[i][0] + c->range[i][1] + 4095) / 4096;
+    for (unsigned long page = first; page < end && !could; page++) {
+      uint64_t e;
+      /* bit 63 present, 62 swapped, 61 a file page or shared anonymous memory */
+      if (pread(fd, &e, sizeof e, (off_t)(page * 8)) != (ssize_t)sizeof e) could = 1;
+      else if ((e >> 61 & 1) || !(e >> 62 & 3)) could = 1;
+    }
+  }
+  close(fd);
+  return could;
+}
+
+/* The caller's umask (fs state its threads share), for the calls that create here. */
+static int umask_of(const struct caller *c) {
+  char name[64], line[128];
+  snprintf(name, sizeof name, "/proc/%d/status", c->tid);
+  FILE *f = fopen(name, "re");
+  int mask = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "Umask:", 6)) {
+      mask = (int)strtol(line + 6, NULL, 8);
+      break;
+    }
+  if (f) fclose(f);
+  return mask;
+}
+
+static int write_mem(const struct caller *c, unsigned long addr, const void *buf, size_t n) {
+  struct iovec local = {(void *)buf, n}, remote = {(void *)addr, n};
+  ssize_t put = process_vm_writev(c->tid, &local, 1, &remote, 1, 0);
+  if (put == (ssize_t)n) return 0;
+  if (put >= 0) errno = EFAULT;
+  return -1;
+}
+
+/* Install our descriptor `fd` as the call's result; the kernel answers the call with it. */
+static enum answer install(struct caller *c, int fd, int cloexec, struct seccomp_notif_resp *resp) {
+  struct seccomp_notif_addfd add = {c->id, SECCOMP_ADDFD_FLAG_SEND, (__u32)fd, 0, cloexec ? O_CLOEXEC : 0};
+  int r = ioctl(c->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add), err = errno;
+  close(fd);
+  if (r >= 0 || err == ENOENT) return INSTALLED; /* ENOENT: the call is gone */
+  resp->error = -err; /* EMFILE: the caller's table is full */
+  return ANSWERED;
+}
+
+static enum answer fail(struct seccomp_notif_resp *resp, int err) {
+  resp->error = -err;
+  return ANSWERED;
+}
+
+/* O_CREAT, or O_TMPFILE's own bit (O_TMPFILE includes O_DIRECTORY): the calls that create */
+#define CREATES (O_CREAT | 020000000)
+#define VALID_OPEN (O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_SYNC | \
+                    O_ASYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC | O_PATH | O_TMPFILE)
+
+/* open, or openat2 with `resolve` flags relative to `dirfd` */
+static int open_at(int dirfd, const char *path, int flags, mode_t mode, __u64 resolve) {
+  if (!resolve) return openat(dirfd, path, flags, mode);
+  struct {
+    __u64 flags, mode, resolve;
+  } how = {(__u64)(unsigned)flags, flags & CREATES ? mode : 0, resolve};
+  return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+/* Opens `path` for the caller as its open would, and installs the descriptor. The object is
+ * first looked up with O_PATH (no side effect, never blocks) and then reopened through that
+ * very descriptor, so what we typed is what we open. What would block or act on the caller's
+ * context (a FIFO read that waits for a writer, a terminal, other devices) is not done here: the
+ * record is given up and the call continues. */
+static enum answer answer_open(struct caller *c, int dirfd, const char *path, __u64 flags, __u64 mode, __u64 resolve, struct seccomp_notif_resp *resp) {
+  int cloexec = (flags & O_CLOEXEC) != 0;
+  /* SECCOMP_IOCTL_NOTIF_ADDFD takes no O_PATH descriptor (fget skips them) */
+  if (flags & O_PATH) return give_up("an O_PATH open, which the recorder cannot hand over"), CONTINUE;
+  int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+  int umask_set = -1;
+  if (flags & CREATES) {
+    int mask = umask_of(c);
+    if (mask < 0) return give_up("the plugin's umask could not be read"), CONTINUE;
+    umask_set = (int)umask((mode_t)mask);
+  }
+  int fd = -1, err = 0, pfd;
+  if (dirfd == AT_FDCWD && plain_fd >= 0) { /* the object `path` names, symlink-free */
+    pfd = plain_fd;
+    plain_fd = -1;
+    struct stat st;
+    if ((flags & O_DIRECTORY) && !fstat(pfd, &st) && !S_ISDIR(st.st_mode)) {
+      close(pfd);
+      pfd = -1;
+      errno = ENOTDIR;
+    }
+  } else pfd = open_at(dirfd, path, O_PATH | O_CLOEXEC | (int)(flags & (O_NOFOLLOW | O_DIRECTORY)) | (excl ? O_NOFOLLOW : 0), 0, resolve);
+  if (pfd < 0) {
+    err = errno;
+    if (err == ENOENT && (flags & O_CREAT)) {
+      /* O_NONBLOCK: should something else have appeared meanwhile, we do not wait on it */
+      fd = open_at(dirfd, path, (int)flags | O_CLOEXEC | O_NONBLOCK, (mode_t)mode, resolve);
+      err = errno;
+      if (fd >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    }
+  } else {
+    struct stat st;
+    char name[16];
+    snprintf(name, sizeof name, "%d", pfd);
+    int reopen = (int)(flags & ~(__u64)(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC;
+    if (fstat(pfd, &st)) err = errno;
+    else if (excl) err = EEXIST;
+    else if (S_ISLNK(st.st_mode)) err = ELOOP; /* O_NOFOLLOW */
+    else if ((flags & O_CREAT) && S_ISDIR(st.st_mode)) err = EISDIR;
+    else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) || (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1)) {
+      /* files, directories, sockets (ENXIO), and /dev/null, zero, full, random, urandom */
+      fd = openat(self_fds, name, reopen, (mode_t)mode);
+      err = errno;
+    } else if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(5, 0)) {
+      /* /dev/tty is the caller's controlling terminal: without one (a server's commands), ENXIO */
+      pid_t ppid;
+      int threads, tty = -1;
+      err = !task_stat3(c->tid, &ppid, &threads, &tty) && tty == 0 ? ENXIO : -1;
+    } else if (S_ISFIFO(st.st_mode) && (flags & O_ACCMODE) != O_RDONLY) {
+      /* a pipe or FIFO opened for writing: at once if it has a reader, else (ENXIO) it would wait */
+      fd = openat(self_fds, name, reopen | O_NONBLOCK);
+      err = errno;
+      if (fd >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      else if (fd < 0 && err == ENXIO && !(flags & O_NONBLOCK)) err = -1;
+    } else if (S_ISFIFO(st.st_mode) && (flags & O_NONBLOCK)) {
+      fd = openat(self_fds, name, reopen);
+      err = errno;
+    } else err = -1;
+    close(pfd);
+  }
+  if (umask_set >= 0) umask((mode_t)umask_set);
+  if (fd >= 0) return install(c, fd, cloexec, resp);
+  if (err == -1) return give_up("the plugin opened a device or a FIFO the recorder cannot open for it"), CONTINUE;
+  return fail(resp, err);
+}
+
+/* stat, lstat, newfstatat, statx, statfs on `path`; `fd_path`: the path was empty and names a descriptor
+ * (or the cwd) through /proc/<tid>/fd/N (cwd), which leads to the object itself. */
+static enum answer answer_stat(struct caller *c, const struct seccomp_data *call, const char *path, int fd_path, struct seccomp_notif_resp *resp) {
+  int flags = 0;
+  unsigned long buf;
+  switch (call->nr) {
+#ifdef SYS_open
+  case SYS_stat: buf = call->args[1]; break;
+  case SYS_lstat: buf = call->args[1]; flags = AT_SYMLINK_NOFOLLOW; break;
+#endif
+  case SYS_newfstatat: buf = call->args[2]; flags = (int)call->args[3]; break;
+  case SYS_statfs: buf = call->args[1]; break;
+  default: buf = call->args[4]; flags = (int)call->args[2]; break; /* statx */
+  }
+  if (fd_path) {
+    if (!(flags & AT_EMPTY_PATH)) return fail(resp, ENOENT);
+    flags &= ~(AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+  }
+  /* the object a symlink-free path names is at hand (no_symlinks) */
+  int at = AT_FDCWD;
+  if (!fd_path && plain_fd >= 0) at = plain_fd, path = "", flags |= AT_EMPTY_PATH;
+  int r;
+  if (call->nr == SYS_statfs) {
+    struct statfs sfs;
+    if (at != AT_FDCWD ? fstatfs(at, &sfs) : statfs(path, &sfs)) return fail(resp, errno);
+    r = write_mem(c, buf, &sfs, sizeof sfs);
+  } else if (call->nr == SYS_statx) {
+    struct statx stx;
+    if (statx(at, path, flags, (unsigned)call->args[3], &stx)) return fail(resp, fd_path && errno == ENOENT ? EBADF : errno);
+    r = write_mem(c, buf, &stx, sizeof stx);
+  } else {
+    struct stat st;
+    if (fstatat(at, path, &st, flags)) return fail(resp, fd_path && errno == ENOENT ? EBADF : errno);
+    r = write_mem(c, buf, &st, sizeof st);
+  }
+  if (r && errno == EFAULT) return fail(resp, EFAULT);
+  if (r) return give_up("the plugin's memory could not be written"), CONTINUE;
+  return ANSWERED;
+}
+
+static enum answer answer_readlink(struct caller *c, const struct seccomp_data *call, const char *path, struct seccomp_notif_resp *resp) {
+  static char text[2 * PATH_MAX];
+  int at = call->nr == SYS_readlinkat;
+  unsigned long buf = call->args[1 + at];
+  long size = (long)(int)call->args[2 + at];
+  if (size <= 0) return fail(resp, EINVAL);
+  ssize_t n = readlink(path, text, (size_t)size < sizeof text ? (size_t)size : sizeof text);
+  if (n < 0) return fail(resp, errno);
+  if (write_mem(c, buf, text, (size_t)n)) {
+    if (errno == EFAULT) return fail(resp, EFAULT);
+    return give_up("the plugin's memory could not be written"), CONTINUE;
+  }
+  resp->val = n;
+  return ANSWERED;
+}
+
+/* One notified syscall: recorded (recording more than was accessed is safe; less never
+ * happens silently: what cannot be modelled gives the record up), then answered here or let
+ * continue (see enum how). */
+static enum answer on_syscall(struct caller *c, const struct seccomp_data *call, struct seccomp_notif_resp *resp) {
+  if (call->arch != NATIVE_ARCH) return give_up("a syscall of another architecture"), CONTINUE;
   const struct spec *s = NULL;
   for (size_t i = 0; i < NSPECS; i++)
     if (SPECS[i].nr == call->nr) s = &SPECS[i];
-  if (!s) return give_up("a syscall unknown to cmp-trace");
+  if (!s) return give_up("a syscall unknown to cmp-trace"), CONTINUE;
   if (s->kind == UNTRACKABLE) {
     static char why[64];
     snprintf(why, sizeof why, "the plugin called %s", s->name);
-    return give_up(why);
+    return give_up(why), CONTINUE;
   }
-  static char dir[PATH_MAX + 1], rel[PATH_MAX + 1], last[PATH_MAX + 1];
-  int is_dir = 0;
+  static char dir[PATH_MAX + 1], rel[PATH_MAX + 1], last[PATH_MAX + 1], paths[2][2 * PATH_MAX + 2];
+  int is_dir = 0, fd_path[2] = {0, 0}, bad = 0;
   if (s->kind == LIST) {
     long n = fd_object(c, (int)call->args[s->dirfd[0]], dir, sizeof dir, &is_dir);
     if (n == -2) give_up("a listed directory could not be named");
     else if (n > 0 && is_dir) record('L', dir, (size_t)n);
-    return;
+    return CONTINUE;
   }
-  if (s->kind == SOCKADDR || s->kind == MSGHDR) return on_sockaddrs(c, s, call);
+  if (s->kind == CLONE) return give_up("a process sharing memory with its parent (clone with CLONE_VM)"), CONTINUE;
+  if (s->kind == SOCKADDR || s->kind == MSGHDR) {
+    if (!unix_socket(c, (int)call->args[0])) return CONTINUE; /* no path is looked up */
+    on_sockaddrs(c, s, call);
+    if (!reason && c->nranges && could_change(c)) give_up("a socket address another task could rewrite as the kernel reads it");
+    return CONTINUE;
+  }
   if (s->kind == CWD) {
     /* Later relative calls trust the cwd's path (fd_object): the descriptor must name it. */
     if (fd_object(c, (int)call->args[0], dir, sizeof dir, &is_dir) == -2) give_up("a cwd set from a descriptor that could not be named");
-    return;
+    return CONTINUE;
   }
+  struct {
+    __u64 flags, mode, resolve;
+  } how = {0, 0, 0};
   if (s->kind == OPEN_HOW) {
     /* openat2: RESOLVE_NO_XDEV, _NO_MAGICLINKS, _NO_SYMLINKS, _BENEATH and _CACHED only make
      * the lookup fail where it would otherwise go on; RESOLVE_IN_ROOT changes it. */
-    struct {
-      __u64 flags, mode, resolve;
-    } how;
     if (call->args[3] < sizeof how || read_mem(c, call->args[2], &how, sizeof how)) {
-      if (call_gone(c)) return;
-      return give_up("an openat2 open_how that could not be read");
+      if (call_gone(c)) return CONTINUE;
+      return give_up("an openat2 open_how that could not be read"), CONTINUE;
     }
-    if (how.resolve & ~(__u64)(0x01 | 0x02 | 0x04 | 0x08 | 0x20)) return give_up("openat2 with RESOLVE_IN_ROOT or an unknown resolve flag");
+    if (how.resolve & ~(__u64)(0x01 | 0x02 | 0x04 | 0x08 | 0x20)) return give_up("openat2 with RESOLVE_IN_ROOT or an unknown resolve flag"), CONTINUE;
   }
   if (s->kind == RENAME && (call->args[4] & ~(__u64)(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)))
-    return give_up("renameat2 with an unknown flag");
+    return give_up("renameat2 with an unknown flag"), CONTINUE;
   for (int k = 0; k < 2 && s->path[k] >= 0; k++) {
     unsigned long addr = call->args[s->path[k]];
     long n = 0;
+    paths[k][0] = 0;
     if (addr || !s->null_is_fd) {
       n = read_string(c, addr, rel, sizeof rel);
       if (n < 0) {
-        if (call_gone(c)) return;
+        if (call_gone(c)) return CONTINUE;
         /* EFAULT: a page the kernel may read but we cannot (write-only); EPERM and the like:
          * no memory of the caller is readable here (the start-up probe reports it). */
         return give_up(errno == ENAMETOOLONG ? "a path longer than the kernel takes"
                        : errno == EFAULT     ? "a path the recorder could not read"
-                                             : "the plugin's memory could not be read");
+                                             : "the plugin's memory could not be read"), CONTINUE;
       }
+      note_range(c, addr, (unsigned long)n + 1);
     }
     int dirfd = s->dirfd[k] < 0 ? AT_FDCWD : (int)call->args[s->dirfd[k]];
     if (n == 0 || rel[0] != '/') {
       long d = fd_object(c, dirfd, dir, sizeof dir, &is_dir);
-      if (d == -2) return give_up("a path relative to a directory that could not be named");
-      if (d <= 0) continue; /* EBADF, or no file: the call looks nothing up */
+      if (d == -2) return give_up("a path relative to a directory that could not be named"), CONTINUE;
       if (n == 0) {
         /* AT_EMPTY_PATH (or a NULL path where that means the descriptor): the object itself. */
-        record('T', dir, (size_t)d);
-        if (s->moves) record('M', dir, (size_t)d);
-        if (s->nr == SYS_execveat && record_interpreters(c, dir, 0) < 0) return;
+        if (d > 0) {
+          record('T', dir, (size_t)d);
+          if (s->moves) record('M', dir, (size_t)d);
+          if (s->nr == SYS_execveat && record_interpreters(c, dir, 0) < 0) return CONTINUE;
+        }
+        if (dirfd == AT_FDCWD) snprintf(paths[k], sizeof paths[k], "/proc/%d/cwd", c->tid);
+        else snprintf(paths[k], sizeof paths[k], "/proc/%d/fd/%d", c->tid, dirfd);
+        fd_path[k] = 1;
         continue;
       }
-      if (!is_dir) continue; /* ENOTDIR */
+      if (d <= 0 || !is_dir) { /* the call looks nothing up */
+        if (!bad) bad = d < 0 ? EBADF : ENOTDIR;
+        continue;
+      }
     }
-    if (resolve(c, dir, rel, last) < 0) return;
-    if ((s->nr == SYS_execve || s->nr == SYS_execveat) && record_interpreters(c, resolved, 0) < 0) return;
+    if (resolve(c, dir, rel, last) < 0) return CONTINUE;
+    memcpy(paths[k], lookup, strlen(lookup) + 1);
+    if ((s->nr == SYS_execve || s->nr == SYS_execveat) && record_interpreters(c, resolved, 0) < 0) return CONTINUE;
     /* Both ends of a rename: a directory or symlink renamed over or away changes what later
      * lookups (and a concurrent one) resolve to. */
     if (s->moves && last[0]) record('M', last, strlen(last));
   }
+  if (reason) return CONTINUE; /* given up: nothing more to keep exact */
+  enum how h = how_of(call->nr);
+  if (bad && h != KERNEL) return fail(resp, bad);
+  for (int k = 0; k < 2 && s->path[k] >= 0; k++)
+    if (!paths[k][0] || (fd_path[k] && h != STAT)) h = KERNEL;
+  __u64 flags = how.flags, mode = how.mode;
+  if (h == OPEN) {
+    if (s->kind == OPEN_HOW) {
+      /* What openat2 refuses is left to the kernel, and resolve flags other than with
+       * RESOLVE_BENEATH: that one we apply as the kernel does, to the caller's path relative to
+       * its own directory, which no /proc/self or absolute path can leave. */
+      if ((how.resolve && !(how.resolve & 0x08)) || (flags & ~(__u64)VALID_OPEN) || call->args[3] != sizeof how ||
+          (mode && !(flags & CREATES)) || (mode & ~(__u64)07777))
+        return give_up("openat2 with resolve flags or arguments it refuses"), CONTINUE;
+    } else {
+#ifdef SYS_open
+      if (call->nr == SYS_creat) flags = O_CREAT | O_WRONLY | O_TRUNC, mode = call->args[1];
+      else if (call->nr == SYS_open) flags = call->args[1], mode = call->args[2];
+      else
+#endif
+        flags = call->args[2], mode = call->args[3];
+      flags &= VALID_OPEN & 0xffffffffu;
+      mode = flags & CREATES ? mode & 07777 : 0;
+    }
+    /* another process's memory, written through /proc/<pid>/mem, could hold a path */
+    if ((flags & O_ACCMODE) != O_RDONLY && !strncmp(resolved, "/proc/", 6) && strlen(resolved) > 4 &&
+        !strcmp(resolved + strlen(resolved) - 4, "/mem"))
+      return give_up("the plugin opened a process's memory for writing"), CONTINUE;
+    if (!can_install) return give_up("a kernel without SECCOMP_ADDFD_FLAG_SEND (Linux 5.14)"), CONTINUE;
+  }
+  if ((h == OPEN || h == SAME) && performed_twice(call->nr, flags)) h = KERNEL;
+  if (h == OPEN) {
+    if (!how.resolve) return answer_open(c, AT_FDCWD, paths[0], flags, mode, 0, resp);
+    int dirfd = (int)call->args[0];
+    if (dirfd == AT_FDCWD) snprintf(dir, sizeof dir, "/proc/%d/cwd", c->tid);
+    else snprintf(dir, sizeof dir, "/proc/%d/fd/%d", c->tid, dirfd);
+    int dfd = open(dir, O_PATH | O_CLOEXEC);
+    if (dfd < 0) return fail(resp, errno == ENOENT ? EBADF : errno);
+    enum answer a = answer_open(c, dfd, rel, flags, mode, how.resolve, resp);
+    close(dfd);
+    return a;
+  }
+  if (h == STAT) return answer_stat(c, call, paths[0], fd_path[0], resp);
+  if (h == READLINK) return answer_readlink(c, call, paths[0], resp);
+  if (h == SAME) {
+    long a[6];
+    for (int i = 0; i < 6; i++) a[i] = (long)call->args[i];
+    for (int k = 0; k < 2 && s->path[k] >= 0; k++) {
+      a[s->path[k]] = (long)paths[k];
+      if (s->dirfd[k] >= 0) a[s->dirfd[k]] = AT_FDCWD;
+    }
+    int old = -1;
+#ifdef SYS_mkdir
+    if (call->nr == SYS_mkdir) old = 0;
+#endif
+    if (call->nr == SYS_mkdirat || old == 0) {
+      int mask = umask_of(c);
+      if (mask < 0) return give_up("the plugin's umask could not be read"), CONTINUE;
+      old = (int)umask((mode_t)mask);
+    }
+    long r = syscall(call->nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+    int err = errno;
+    if (old >= 0) umask((mode_t)old);
+    if (r < 0) return fail(resp, err);
+    resp->val = r;
+    return ANSWERED;
+  }
+  if (could_change(c)) give_up("a path another task could rewrite as the kernel reads it");
+  return CONTINUE;
 }
 
-/* Answer one notification: record it (when `recording`) and let the syscall run. io_uring_setup
- * is refused with ENOSYS instead: a ring would read files without syscalls we see, and every
- * user of it we know (libuv, hence Node >= 22; liburing callers) falls back to plain syscalls,
- * as under container runtimes whose seccomp profile already blocks io_uring. */
+/* Answer one notification: record it (when `recording`) and answer it or let it continue.
+ * io_uring_setup is refused with ENOSYS: a ring would read files without syscalls we see, and
+ * every user of it we know (libuv, hence Node >= 22; liburing callers) falls back to plain
+ * syscalls, as under container runtimes whose seccomp profile already blocks io_uring. clone3
+ * too: its flags are in memory, out of the filter's sight (and another thread could rewrite
+ * them after we read them); every libc then uses clone, as under Docker's default profile. */
 static void serve(int listener, int recording) {
   struct seccomp_notif req;
   struct seccomp_notif_resp resp;
@@ -635,27 +1144,36 @@ static void serve(int listener, int recording) {
   if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req)) return;
   memset(&resp, 0, sizeof resp);
   resp.id = req.id;
-  if (req.data.arch == NATIVE_ARCH && req.data.nr == SYS_io_uring_setup) {
+  if (req.data.arch == NATIVE_ARCH && (req.data.nr == SYS_io_uring_setup || req.data.nr == SYS_clone3)) {
     resp.error = -ENOSYS;
     ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
     return;
   }
-  if (recording) {
-    struct caller c = {(pid_t)req.pid, 0, listener, req.id};
-    on_syscall(&c, &req.data);
+  enum answer a = CONTINUE;
+  if (recording && !reason) {
+    struct caller c = {(pid_t)req.pid, 0, listener, req.id, {{0, 0}}, 0};
+    a = on_syscall(&c, &req.data, &resp);
   }
-  resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+  if (a == INSTALLED) return;
+  if (a == CONTINUE) resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
   /* ENOENT: the call was interrupted or its task died meanwhile. */
   ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
 }
 
 /* ---- the filter: notify the syscalls of SPECS, and anything of another architecture ---- */
-static int install_filter(void) {
-  struct sock_filter f[5 + NSPECS + 2];
+static int install_filter(int *killable) {
+  struct sock_filter f[10 + NSPECS + 2];
   size_t n = 0;
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
   f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 1, 0);
   f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+  f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+  /* clone: only a process that shares memory and runs beside its parent (the flags are
+   * argument 0 on both architectures; their low word holds these bits) */
+  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 4);
+  f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+  f[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, CLONE_VM | CLONE_THREAD | CLONE_VFORK);
+  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, CLONE_VM, NSPECS + 3, NSPECS + 2);
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
   /* also x32 syscalls on x86_64, which share the arch value (nr | 0x40000000) */
   f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, FIRST_UNKNOWN_NR, NSPECS + 1, 0);
@@ -665,7 +1183,13 @@ static int install_filter(void) {
   f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
   struct sock_fprog prog = {(unsigned short)n, f};
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) return -1;
-  return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  /* WAIT_KILLABLE_RECV (Linux 5.19): once we have received a call, only a fatal signal
+   * interrupts it, so a call we perform is never restarted and performed twice (see
+   * performed_twice); other signals arrive as it returns, as during the kernel's own file calls. */
+  int listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, &prog);
+  *killable = listener >= 0;
+  if (listener < 0 && errno == EINVAL) listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  return listener;
 }
 
 /* Bind this process and `child` to one of the CPUs they may use: the one the kernel started
@@ -688,12 +1212,13 @@ static void bind_one_cpu(pid_t child) {
  * container seccomp profiles. Failures before the exec say "cmp-trace: exec:" so that the caller
  * runs the command without us. */
 static void start_command(int sock, char **argv) {
-  int listener = install_filter();
+  int told[2] = {-1, 0}; /* the listener, and whether it is WAIT_KILLABLE_RECV */
+  told[0] = install_filter(&told[1]);
   int err = errno;
   /* Always answered: our end of the socket stays open in the shared table, so the other side
    * would not see our exit. */
-  if (write(sock, &listener, sizeof listener) != sizeof listener || listener < 0) {
-    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(listener < 0 ? err : errno));
+  if (write(sock, told, sizeof told) != sizeof told || told[0] < 0) {
+    fprintf(stderr, "cmp-trace: exec: seccomp listener: %s\n", strerror(told[0] < 0 ? err : errno));
     _exit(127);
   }
   char go;
@@ -709,9 +1234,15 @@ static const int PASSED_ON[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE};
  * (test/unit/trace/syscall-table.test.ts checks it against the kernel's table). Every number
  * from the last line's on, and every call of another architecture, gives the record up. */
 static int print_decisions(void) {
-  static const char *const KIND[] = {"path", "openat2", "renameat2", "list", "cwd", "sockaddr", "msghdr", "give-up"};
-  for (size_t i = 0; i < NSPECS; i++)
-    printf("%s %ld %s\n", SPECS[i].name, SPECS[i].nr, SPECS[i].nr == SYS_io_uring_setup ? "refuse" : KIND[SPECS[i].kind]);
+  static const char *const KIND[] = {"path", "openat2", "renameat2", "list", "cwd", "sockaddr", "msghdr", "clone-vm", "give-up"};
+  static const char *const HOW[] = {"kernel", "recorder", "recorder", "recorder", "recorder"};
+  for (size_t i = 0; i < NSPECS; i++) {
+    const struct spec *s = &SPECS[i];
+    int refused = s->nr == SYS_io_uring_setup || s->nr == SYS_clone3;
+    /* fourth column: who runs a recorded call, the recorder on the recorded paths or the kernel */
+    printf("%s %ld %s %s\n", s->name, s->nr, refused ? "refuse" : KIND[s->kind],
+           s->kind == UNTRACKABLE || refused ? "-" : HOW[how_of(s->nr)]);
+  }
   printf("* %d give-up\n", FIRST_UNKNOWN_NR);
   return 0;
 }
@@ -748,7 +1279,7 @@ int main(int argc, char **argv) {
   sigaddset(&chld, SIGCHLD);
   sigaddset(&chld, SIGUSR1);
   sigprocmask(SIG_BLOCK, &chld, NULL);
-  pid_t root = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, 0, 0, 0);
+  root = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, 0, 0, 0);
   if (root < 0) {
     perror("cmp-trace: fork");
     return 2;
@@ -763,12 +1294,17 @@ int main(int argc, char **argv) {
    * files (mem, environ, fd), so it cannot alter the record or the listener. It can still
    * signal us; killing us only loses its own run's record (no end mark). */
   prctl(PR_SET_DUMPABLE, 0);
+  self_fds = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  struct utsname un;
+  int major_v = 0, minor_v = 0;
+  if (!uname(&un) && sscanf(un.release, "%d.%d", &major_v, &minor_v) == 2) can_install = major_v * 1000 + minor_v >= 5014;
+  if (self_fds < 0) can_install = 0;
   /* The group's SIGTERM/SIGINT reach the command too; the tracer outlives it to finish the
    * record, and exits as the command did. */
   for (size_t i = 0; i < sizeof PASSED_ON / sizeof PASSED_ON[0]; i++) signal(PASSED_ON[i], SIG_IGN);
 
-  int listener = -1;
-  if (read(sp[0], &listener, sizeof listener) != sizeof listener) listener = -1;
+  int listener = -1, told[2];
+  if (read(sp[0], told, sizeof told) == sizeof told) listener = told[0], killable = told[1];
   if (listener >= 0) ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (__u64)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   if (!strcmp(cpus, "one")) bind_one_cpu(root);
   if (listener >= 0 && write(sp[0], "g", 1) != 1) give_up("the command did not start");

@@ -11,11 +11,13 @@ import { TraceRecords } from './trace-records.js';
 export const BUILT_TRACER = fileURLToPath(new URL('./cmp-trace', import.meta.url));
 
 /**
- * Linux 5.5: seccomp user notifications that let the notified call continue
- * (SECCOMP_USER_NOTIF_FLAG_CONTINUE), which cmp-trace answers every call with. Before it the
- * answer is refused and the command would hang on its first file syscall.
+ * Linux 5.14: seccomp user notifications that let the notified call continue
+ * (SECCOMP_USER_NOTIF_FLAG_CONTINUE, 5.5) and that answer an open with a descriptor the
+ * supervisor installs (SECCOMP_ADDFD_FLAG_SEND, 5.14): cmp-trace opens files for the command
+ * itself, on the path it recorded, so that no other thread can change that path before the
+ * kernel reads it. Before 5.14 every record with an open would be given up.
  */
-export const MIN_KERNEL: readonly [number, number] = [5, 5];
+export const MIN_KERNEL: readonly [number, number] = [5, 14];
 
 /** The file the probe's command looks for (absent): a relative path, so that both memory reads and the cwd lookup are exercised. */
 const PROBE_PATH = 'cmp-trace-probe';
@@ -31,7 +33,7 @@ const PROBE_PATH = 'cmp-trace-probe';
 export async function probeTracer(tracer: string, env: NodeJS.ProcessEnv, scratch: string, kernel = os.release()): Promise<string | undefined> {
   const version = /^(\d+)\.(\d+)/.exec(kernel);
   if (version && Number(version[1]) * 1000 + Number(version[2]) < MIN_KERNEL[0] * 1000 + MIN_KERNEL[1]) {
-    return `Linux ${kernel} is older than ${MIN_KERNEL.join('.')} (seccomp user notifications that let the call continue)`;
+    return `Linux ${kernel} is older than ${MIN_KERNEL.join('.')} (seccomp user notifications that continue a call or answer it with a descriptor)`;
   }
   try {
     if (!(await fs.stat(tracer)).isFile()) return `the tracer ${tracer} is not a file`;

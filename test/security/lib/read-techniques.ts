@@ -65,11 +65,7 @@ def out(fd):
  * randomized differential test leaves their snippets out of its main walk (its todo walk keeps
  * them).
  */
-export const TODO: Record<string, string> = {
-  'toctou-thread':
-    'the recorder reads the path before the kernel copies it (seccomp user notification, then CONTINUE): the record names the ' +
-    'decoy (absent), the kernel opens the target, and after the target changes the traced answer is the old content',
-};
+export const TODO: Record<string, string> = {};
 
 export const TECHNIQUES: Technique[] = [
   { name: 'sh-redirect', what: 'shell input redirection', lang: 'sh', code: 'read -r v < ../../shared/x; echo "out: $v"', recorded: true },
@@ -121,6 +117,13 @@ out(check(libc.syscall(NR_OPENAT, d, b'x', os.O_RDONLY), 'openat'))`,
     what: 'a symlink to /proc/self/cwd/../.. left in /tmp by an earlier run, read through by later runs',
     lang: 'sh',
     code: '[ -L "$T/kept" ] || ln -s /proc/self/cwd/../../shared "$T/kept" 2>/dev/null; echo "out: $(cat "$T/kept/x")"',
+  },
+  {
+    name: 'tmp-symlink-last',
+    what: 'the size of a file through a symlink to /proc/self/cwd/../../shared/x left in /tmp by an earlier run (stat follows it)',
+    lang: 'sh',
+    code: '[ -L "$T/last" ] || ln -s /proc/self/cwd/../../shared/x "$T/last" 2>/dev/null; echo "out: $(stat -L -c %s "$T/last")"',
+    state: n => ({ 'shared/x': 'v'.repeat(n + 1) }),
   },
   {
     name: 'hardlink',
