@@ -15,16 +15,17 @@ import { publishCancel } from '../../cmp/queue/cancel.js';
 import { decodeFailure, newResultId, REJECTED, requestDigest, signJob } from '../../cmp/queue/job-contract.js';
 import { appNameOf, escapeKeyPart, KeySpace } from '../../cmp/queue/keys.js';
 import { connectRedis, redisUnavailable, untilReady, withTimeout, type RedisClient } from '../../cmp/queue/redis-connection.js';
-import { readResult, writeResult } from '../../cmp/queue/result-store.js';
-import { addShape, readReads, readShapes } from '../../cmp/queue/traced-store.js';
-import { shapeId, type Shape } from '../../cmp/cache/read-set.js';
-import { fallbackReason, noteAppPaths, WHOLE_TREE_REASON } from '../../cmp/cache/app-paths.js';
+import { readResult } from '../../cmp/queue/result-store.js';
+import { RedisResultCache } from '../../cmp/queue/redis-result-cache.js';
+import type { ResultCache } from '../../cmp/cache/result-cache.js';
 import { RedisAppPaths } from '../../cmp/queue/app-paths-store.js';
-import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
+import type { TracedRequest } from '../../cmp/cache/traced-key.js';
 import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
+import { answerWithCache, type CacheSite } from './cache-policy.js';
 import type { Dispatcher, RepoRef } from './dispatcher.js';
 import { GitCredsResponder } from './git-creds-responder.js';
 import { JobWaiter, type JobEnd } from './job-waiter.js';
+import { guard, raceAbort } from './redis-step.js';
 
 /** Redis's default proto-max-bulk-len: the largest string, hence the largest blob, it stores. */
 const REDIS_MAX_STRING_BYTES = 512 * 1024 * 1024;
@@ -79,6 +80,7 @@ export class QueueDispatcher implements Dispatcher {
   private readonly events: QueueEvents;
   private readonly waiter: JobWaiter;
   private readonly uploads = new Map<string, Promise<boolean>>();
+  /** Requests this proxy has queued or running now (CMP_OFFLOAD_MAX_INFLIGHT). */
   private inflight = 0;
   /** The manifest-generate-paths of the apps answered with the traced cache. */
   readonly paths: RedisAppPaths;
@@ -151,53 +153,40 @@ export class QueueDispatcher implements Dispatcher {
     return this.redis;
   }
 
-  /** Requests this proxy has queued or running now. */
-  get inFlight(): number {
-    return this.inflight;
-  }
-
   async dispatch(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
     if (ctx.signal.aborted) throw wrap(RPC_TEXT[req.kind].command, ctx.signal.reason);
-    const app = appNameOf(req.env);
-    if (key !== undefined) {
-      const hit = await timeStage(
-        'lookup',
-        () => this.guard(req.kind, ctx, traced ? this.lookupTraced(key, app, traced) : this.lookup(key, app)),
-        undefined,
-        ctx,
+    const { redis, signingKey, keys, deps } = this;
+    const { log, pluginName: plugin } = deps;
+    const ttlMs = deps.engine.options.cache.ttlMs;
+    // Entries are kept per app: this request's store is its app's.
+    const store = new RedisResultCache({ redis, signingKey, keys, plugin, app: appNameOf(req.env), ttlMs, log });
+    const site: CacheSite = { store, paths: this.paths, ttlMs, log, guard: step => guard(this.ro, req.kind, ctx, step) };
+    return answerWithCache(site, { kind: req.kind, key, traced, ctx }, async cached => {
+      if (this.inflight >= this.ro.maxInflight) throw ourError('tooManyInflight', this.ro.maxInflight);
+      this.inflight++;
+      try {
+        const result = await this.run(req, repo, key, ctx, store);
+        // The worker stored the whole-tree entry and left its read record beside it.
+        await cached?.keep({ result, unstored: undefined, wholeTreeStored: true, reads: () => store.workerReads(cached.key) });
+        return result;
+      } finally {
+        this.inflight--;
+      }
+    });
+  }
+
+  /** The answer to `req`; `cache` (its app's) is looked at again before a re-submission. */
+  private async run(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, cache: ResultCache): Promise<PluginResult> {
+    for (let submission = 1; ; submission++) {
+      const outcome = await this.submit(req, repo, key, ctx, submission, cache);
+      if (!('retry' in outcome)) return outcome.result;
+      // Within the caller's deadline and CMP_OFFLOAD_RESUBMITS: what it needs is still here (the signed request, the spool).
+      if (ctx.signal.aborted || submission > this.ro.resubmits) throw outcome.error;
+      metrics.resubmissions.inc({ cause: outcome.cause });
+      this.deps.log.warn(
+        { plugin: this.deps.pluginName, app: appNameOf(req.env), jobId: outcome.jobId, cause: outcome.cause, reason: outcome.retry, resubmission: submission, limit: this.ro.resubmits },
+        `submitting the request anew: ${outcome.retry}`,
       );
-      if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
-      if (hit) {
-        noteCache('hit', ctx);
-        return hit;
-      }
-    } else noteCache('bypass', ctx);
-    if (this.inflight >= this.ro.maxInflight) {
-      throw ourError('tooManyInflight', this.ro.maxInflight);
-    }
-    this.inflight++;
-    try {
-      for (let submission = 1; ; submission++) {
-        const outcome = await this.submit(req, repo, key, ctx, submission);
-        if ('retry' in outcome) {
-          // Within the caller's deadline and CMP_OFFLOAD_RESUBMITS: what it needs is still here (the signed request, the spool).
-          if (ctx.signal.aborted || submission > this.ro.resubmits) throw outcome.error;
-          metrics.resubmissions.inc({ cause: outcome.cause });
-          this.deps.log.warn(
-            { plugin: this.deps.pluginName, app, jobId: outcome.jobId, cause: outcome.cause, reason: outcome.retry, resubmission: submission, limit: this.ro.resubmits },
-            `submitting the request anew: ${outcome.retry}`,
-          );
-          continue;
-        }
-        if (traced && key !== undefined) {
-          await this.remember(traced, key, app, outcome.result).catch(err =>
-            this.deps.log.debug({ err: (err as Error).message }, 'traced cache entry not stored'),
-          );
-        }
-        return outcome.result;
-      }
-    } finally {
-      this.inflight--;
     }
   }
 
@@ -205,83 +194,12 @@ export class QueueDispatcher implements Dispatcher {
    * A submission: the first one, or a later one after the previous vanished. A later one first
    * looks in the cache, where the run of the lost job may have left its answer.
    */
-  private async submit(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
+  private async submit(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, submission: number, cache: ResultCache): Promise<Attempt> {
     if (submission > 1 && key !== undefined) {
-      const hit = await this.guard(req.kind, ctx, this.lookup(key, appNameOf(req.env)));
+      const hit = await guard(this.ro, req.kind, ctx, cache.read(key));
       if (hit) return { result: hit };
     }
     return this.attempt(req, repo, key, ctx, submission);
-  }
-
-  /** A cache hit, or undefined; a mis-signed entry counts as a miss (and is logged). */
-  private async lookup(key: string, app: string): Promise<PluginResult | undefined> {
-    const redisKey = this.keys.cacheEntry(this.deps.pluginName, app, key);
-    const r = await readResult(this.redis, this.signingKey, redisKey, key);
-    if ('invalid' in r) this.deps.log.warn({ key: redisKey }, 'ignoring a cache entry whose signature does not verify');
-    return 'found' in r ? r.found : undefined;
-  }
-
-  /**
-   * The whole-tree entry, else a traced one. Either way the app learns which recorded shape
-   * this tree has (for a whole-tree hit in the background: the answer does not wait for it).
-   */
-  private async lookupTraced(key: string, app: string, t: TracedRequest): Promise<PluginResult | undefined> {
-    // One read of the family's shapes serves either path; it goes out with the whole-tree lookup.
-    const shapes = this.shapesOf(t, app);
-    shapes.catch(() => {}); // Unread when the whole-tree lookup fails: that error is the one reported.
-    const whole = await this.lookup(key, app);
-    if (whole) {
-      void this.currentShape(t, app, shapes).then(
-        shape => this.noteApp(t, shape ? { shape } : { reason: WHOLE_TREE_REASON }),
-        err => this.deps.log.debug({ err: (err as Error).message }, 'manifest-generate-paths not recorded'),
-      );
-      return whole;
-    }
-    const found = await this.tracedLookup(t, app, shapes);
-    if (found) void this.noteApp(t, found);
-    return found?.result;
-  }
-
-  /** A result whose run read exactly what this request's tree holds at the same paths (`shapes`: the family's). */
-  private async tracedLookup(t: TracedRequest, app: string, shapes: Promise<Shape[]>): Promise<{ result: PluginResult; shape: Shape } | undefined> {
-    for (const shape of await shapes) {
-      const result = await this.lookup(tracedEntryKey(t, shape), app);
-      if (result) return { result, shape };
-    }
-    return undefined;
-  }
-
-  /** The most recent shape of the family (`shapes`) with a traced entry for this tree. */
-  private async currentShape(t: TracedRequest, app: string, shapes: Promise<Shape[]>): Promise<Shape | undefined> {
-    for (const shape of await shapes) {
-      if ((await this.redis.exists(this.keys.cacheEntry(this.deps.pluginName, app, tracedEntryKey(t, shape)))) > 0) return shape;
-    }
-    return undefined;
-  }
-
-  private shapesOf(t: TracedRequest, app: string): Promise<Shape[]> {
-    return readShapes(this.redis, this.signingKey, this.keys.tracedShapes(this.deps.pluginName, app, t.baseKey));
-  }
-
-  private noteApp(t: TracedRequest, outcome: { shape: Shape } | { reason: string }): Promise<void> {
-    return noteAppPaths(this.paths, t.origin, outcome, this.deps.engine.options.cache.ttlMs).catch(err =>
-      this.deps.log.debug({ err: (err as Error).message }, 'manifest-generate-paths not recorded'),
-    );
-  }
-
-  /**
-   * After a run: the worker left what it read next to the whole-tree entry; with this request's
-   * tree index that becomes a traced entry and a shape for the family. No record → fallback.
-   */
-  private async remember(t: TracedRequest, key: string, app: string, result: PluginResult): Promise<void> {
-    const { pluginName } = this.deps;
-    const reads = await readReads(this.redis, this.signingKey, this.keys.tracedReads(pluginName, app, key));
-    const entry = entryForRun(t, reads, result);
-    await this.noteApp(t, entry ?? { reason: fallbackReason(reads) });
-    if (!entry) return;
-    const ttlMs = this.deps.engine.options.cache.ttlMs;
-    await writeResult(this.redis, this.signingKey, this.keys.cacheEntry(pluginName, app, entry.key), entry.key, result, ttlMs);
-    await addShape(this.redis, this.signingKey, this.keys.tracedShapes(pluginName, app, t.baseKey), shapeId(entry.shape), entry.shape, ttlMs);
   }
 
   /** One upload, enqueue and wait; `{retry}` when what it needs vanished or was taken from under it. */
@@ -289,9 +207,9 @@ export class QueueDispatcher implements Dispatcher {
     const { kind } = req;
     // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
     if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
-    await timeStage('upload', () => this.guard(kind, ctx, this.upload(repo)), undefined, ctx);
-    const queue = await this.guard(kind, ctx, this.getQueue());
-    const depth = await this.guard(kind, ctx, queue.count());
+    await timeStage('upload', () => guard(this.ro, kind, ctx, this.upload(repo)), undefined, ctx);
+    const queue = await guard(this.ro, kind, ctx, this.getQueue());
+    const depth = await guard(this.ro, kind, ctx, queue.count());
     if (depth >= this.ro.maxQueueDepth) {
       throw ourError('queueFull', this.deps.pluginName, depth, this.ro.maxQueueDepth);
     }
@@ -306,7 +224,7 @@ export class QueueDispatcher implements Dispatcher {
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
     // Counted before the add: a worker never starts a job nobody is known to wait for. This
     // submission's id is the waiter's: a join or leave that reaches Redis twice counts once.
-    const waiters = await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, resultId, waitMs));
+    const waiters = await guard(this.ro, kind, ctx, joinWaiters(this.redis, waitersKey, resultId, waitMs));
     if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
     let joined = true;
     const leave = async (): Promise<number> => {
@@ -340,7 +258,7 @@ export class QueueDispatcher implements Dispatcher {
       });
       if (creds) unregister = this.gitCreds!.register(resultId, creds, expiresAt);
       // With deduplication (cached requests) `add` may return the identical job of another caller.
-      const job = await this.guard(kind, ctx, queue.add(kind, data, { ...this.jobOptions(creds ? undefined : key), jobId: resultId }));
+      const job = await guard(this.ro, kind, ctx, queue.add(kind, data, { ...this.jobOptions(creds ? undefined : key), jobId: resultId }));
       const jobId = job.id!;
       const answer: Answer = key !== undefined ? { jobId, binding: key, key } : { jobId, binding: resultId, resultId, digest: requestDigest(request) };
       const waiting = this.waiter.wait(jobId);
@@ -475,28 +393,6 @@ export class QueueDispatcher implements Dispatcher {
     return pending;
   }
 
-  /**
-   * Run a Redis step for a caller: abandoned when the caller's context ends (with the text Go
-   * gives a command that never started), and any Redis error (a command not answered within
-   * CMP_OFFLOAD_REDIS_TIMEOUT, connected or not) becomes UNAVAILABLE naming Redis.
-   */
-  private async guard<T>(kind: RpcKind, ctx: Ctx, step: Promise<T>): Promise<T> {
-    step.catch(() => {});
-    const outcome = await raceAbort(
-      step.then(
-        value => ({ value }),
-        (error: unknown) => ({ error }),
-      ),
-      ctx.signal,
-    );
-    if (outcome === 'aborted') throw wrap(RPC_TEXT[kind].command, ctx.signal.reason);
-    if ('error' in outcome) {
-      if (outcome.error instanceof CmpError) throw outcome.error;
-      throw redisUnavailable(this.ro, outcome.error);
-    }
-    return outcome.value;
-  }
-
   async close(): Promise<void> {
     this.waiter.close();
     // BullMQ's close waits for its connections to be ready, which they never are while Redis is
@@ -532,25 +428,6 @@ function storedKeyOf(returnvalue: unknown): string | undefined {
   }
   const key = (v as { key?: unknown } | null)?.key;
   return typeof key === 'string' ? key : undefined;
-}
-
-/** Settle with the promise's value, or 'aborted' as soon as the signal aborts. */
-function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T | 'aborted'> {
-  if (signal.aborted) return Promise.resolve('aborted');
-  return new Promise((resolve, reject) => {
-    const onAbort = () => resolve('aborted');
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      v => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
 }
 
 /** The traced request's span as the job's parent (tracing on and the request sampled), else nothing. */
