@@ -95,12 +95,13 @@ function treeOf(files: Record<string, string>): TreeIndex {
   return { entries, simple: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
 }
 
-function tracedOf(app: string, index: TreeIndex): TracedRequest {
+/** A traced request of `app`, in the request family `family` (by default the app's own). */
+function tracedOf(app: string, index: TreeIndex, family = app): TracedRequest {
   const env = [
     { name: 'ARGOCD_APP_NAME', value: app },
     { name: 'ARGOCD_APP_SOURCE_PATH', value: 'apps/web' },
   ];
-  return { baseKey: `base-${app}`, revision: ['', '', ''], index, preserveFileMode: false, rule: 'auto', origin: originOf(env, 'apps/web', PLUGIN) };
+  return { baseKey: `base-${family}`, revision: ['', '', ''], index, preserveFileMode: false, rule: 'auto', origin: originOf(env, 'apps/web', PLUGIN) };
 }
 
 const result = (text: string): PluginResult => ({ kind: 'generate', manifests: [text] });
@@ -199,7 +200,8 @@ for (const mode of modes) {
       assert.deepEqual(await answerWithCache(site, { kind: 'generate', key: 'k-plain', traced: t, ctx: ctx() }, noRun), result('plain'));
       assert.equal((await notedFor(paths, app, r => r.reason !== undefined)).reason, WHOLE_TREE_REASON);
       // A traced run of another tree records a shape whose entry this tree also has (same apps/web).
-      const other = tracedOf(app, treeOf({ 'apps/web/values.yaml': 'a', 'other.txt': 'x' }));
+      // It is another app's, of the same family: this app's record can only come from the hit.
+      const other = tracedOf(newApp(), treeOf({ 'apps/web/values.yaml': 'a', 'other.txt': 'x' }), app);
       await answerWithCache(site, { kind: 'generate', key: 'k-other', traced: other, ctx: ctx() }, runAnswering(mode, store, app, result('plain'), readsOf('apps/web/values.yaml')).run);
       assert.deepEqual(await answerWithCache(site, { kind: 'generate', key: 'k-plain', traced: t, ctx: ctx() }, noRun), result('plain'));
       assert.match((await notedFor(paths, app, r => r.value !== undefined)).value!, /apps\/web/);
