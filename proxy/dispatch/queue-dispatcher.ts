@@ -1,40 +1,24 @@
-import { status as Status } from '@grpc/grpc-js';
-import { createRedisBackend, Queue, QueueEvents, type BackendFactory, type JobsOptions } from 'bullmq';
+import { createRedisBackend, Queue, QueueEvents, type BackendFactory } from 'bullmq';
+import type { TracedRequest } from '../../cmp/cache/traced-key.js';
 import type { RedisOptions } from '../../cmp/config/options.js';
 import type { Ctx } from '../../cmp/context.js';
-import { CmpError, wrap, ourError } from '../../cmp/errors.js';
+import { ourError, wrap } from '../../cmp/errors.js';
 import type { Logger } from '../../cmp/log.js';
-import { currentTrace, noteCache, timeStage } from '../../cmp/observe/request-trace.js';
-import { formatTraceparent } from '../../cmp/observe/tracing.js';
-import { metrics } from '../../cmp/observe/metrics.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
-import { RPC_TEXT, type PluginRequest, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
-import { gitCredsOf } from '../../cmp/askpass/git-creds-env.js';
-import { storeBlob } from '../../cmp/queue/blob-store.js';
-import { publishCancel } from '../../cmp/queue/cancel.js';
-import { decodeFailure, newResultId, REJECTED, requestDigest, signJob } from '../../cmp/queue/job-contract.js';
-import { appNameOf, escapeKeyPart, KeySpace } from '../../cmp/queue/keys.js';
-import { connectRedis, redisUnavailable, untilReady, withTimeout, type RedisClient } from '../../cmp/queue/redis-connection.js';
-import { readResult, writeResult } from '../../cmp/queue/result-store.js';
-import { addShape, readReads, readShapes } from '../../cmp/queue/traced-store.js';
-import { shapeId, type Shape } from '../../cmp/cache/read-set.js';
-import { fallbackReason, noteAppPaths, WHOLE_TREE_REASON } from '../../cmp/cache/app-paths.js';
+import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
 import { RedisAppPaths } from '../../cmp/queue/app-paths-store.js';
-import { entryForRun, tracedEntryKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
-import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
+import { appNameOf, KeySpace } from '../../cmp/queue/keys.js';
+import { connectRedis, untilReady, withTimeout, type RedisClient } from '../../cmp/queue/redis-connection.js';
+import { RedisResultCache } from '../../cmp/queue/redis-result-cache.js';
+import { answerWithCache, type CacheSite } from './cache-policy.js';
 import type { Dispatcher, RepoRef } from './dispatcher.js';
 import { GitCredsResponder } from './git-creds-responder.js';
-import { JobWaiter, type JobEnd } from './job-waiter.js';
+import { JobSubmission } from './job-submission.js';
+import { JobWaiter } from './job-waiter.js';
+import { guard } from './redis-step.js';
 
-/** Redis's default proto-max-bulk-len: the largest string, hence the largest blob, it stores. */
-const REDIS_MAX_STRING_BYTES = 512 * 1024 * 1024;
-
-/** A job's JSON is references and metadata; anything near this is a bug or an attack. */
-const JOB_SIZE_LIMIT = 1024 * 1024;
 /** The events stream is read by every proxy; completions carry only a key name, so this is plenty. */
 const EVENTS_MAX_LEN = 2_000;
-/** Without a caller deadline, the waiter count is kept this long at most (a dead proxy's count expires). */
-const NO_DEADLINE_WAIT_MS = 3600_000;
 
 export interface QueueDispatcherDeps {
   engine: Engine;
@@ -45,28 +29,10 @@ export interface QueueDispatcherDeps {
 }
 
 /**
- * One submission's outcome: the result, or a reason to submit the request anew (its job, blob
- * or result vanished from Redis; its job was removed, cancelled or refused under it) with the
- * error the caller gets when it may not be submitted again.
- */
-type Attempt = { result: PluginResult } | { retry: string; cause: ResubmitCause; jobId: string; error: CmpError };
-
-/** Why a request is submitted anew (the label of cmp_offload_resubmissions_total). */
-type ResubmitCause = 'job_vanished' | 'blob_lost' | 'result_missing' | 'job_removed' | 'job_canceled' | 'job_refused';
-
-/**
- * What the job we wait for answers and where: a cached request's answer is its cache entry
- * (possibly from another caller's identical job); an uncached one's is the result key of the
- * id we chose, signed with our request's digest.
- */
-type Answer = { jobId: string; binding: string } & ({ key: string } | { resultId: string; digest: string });
-
-/**
- * Distributed mode (docs/architecture.md#distributed): answer from the Redis cache, otherwise store the
- * tarball once per content, enqueue a signed job of references, wait for its end on the shared
- * QueueEvents within the caller's deadline, and relay the result or the worker's error with its
- * text and code. Identical requests coalesce through BullMQ deduplication on the cache key, from
- * this proxy or any other; the last caller to leave cancels the job, wherever it is.
+ * Distributed mode (docs/architecture.md#distributed): the connections to Redis, the result-cache policy over
+ * the Redis cache (cache-policy.ts), and on a miss a job for a worker (job-submission.ts).
+ * Identical requests coalesce through BullMQ deduplication on the cache key, from this proxy or
+ * any other; the last caller to leave cancels the job, wherever it is.
  */
 export class QueueDispatcher implements Dispatcher {
   private readonly ro: RedisOptions;
@@ -78,7 +44,8 @@ export class QueueDispatcher implements Dispatcher {
   private queue: Promise<Queue> | undefined;
   private readonly events: QueueEvents;
   private readonly waiter: JobWaiter;
-  private readonly uploads = new Map<string, Promise<boolean>>();
+  private readonly jobs: JobSubmission;
+  /** Requests this proxy has queued or running now (CMP_OFFLOAD_MAX_INFLIGHT). */
   private inflight = 0;
   /** The manifest-generate-paths of the apps answered with the traced cache. */
   readonly paths: RedisAppPaths;
@@ -111,6 +78,9 @@ export class QueueDispatcher implements Dispatcher {
       // A Redis restart or failover within the Redis timeout is waited out, then the jobs are looked at.
       graceMs: ro.timeoutMs,
     });
+    const { engine, pluginName, specDigest, log } = deps;
+    const { redis, keys, signingKey, waiter, gitCreds } = this;
+    this.jobs = new JobSubmission({ engine, ro, redis, keys, signingKey, pluginName, specDigest, log, queue: () => this.getQueue(), waiter, gitCreds });
   }
 
   /**
@@ -151,350 +121,26 @@ export class QueueDispatcher implements Dispatcher {
     return this.redis;
   }
 
-  /** Requests this proxy has queued or running now. */
-  get inFlight(): number {
-    return this.inflight;
-  }
-
   async dispatch(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
     if (ctx.signal.aborted) throw wrap(RPC_TEXT[req.kind].command, ctx.signal.reason);
-    const app = appNameOf(req.env);
-    if (key !== undefined) {
-      const hit = await timeStage(
-        'lookup',
-        () => this.guard(req.kind, ctx, traced ? this.lookupTraced(key, app, traced) : this.lookup(key, app)),
-        undefined,
-        ctx,
-      );
-      if (traced && hit) metrics.tracedCache.inc({ result: 'hit' });
-      if (hit) {
-        noteCache('hit', ctx);
-        return hit;
+    const { redis, signingKey, keys, deps } = this;
+    const { log, pluginName: plugin } = deps;
+    const ttlMs = deps.engine.options.cache.ttlMs;
+    // Entries are kept per app: this request's store is its app's.
+    const store = new RedisResultCache({ redis, signingKey, keys, plugin, app: appNameOf(req.env), ttlMs, log });
+    const site: CacheSite = { store, paths: this.paths, ttlMs, log, guard: step => guard(this.ro, req.kind, ctx, step) };
+    return answerWithCache(site, { kind: req.kind, key, traced, ctx }, async cached => {
+      if (this.inflight >= this.ro.maxInflight) throw ourError('tooManyInflight', this.ro.maxInflight);
+      this.inflight++;
+      try {
+        const result = await this.jobs.run(req, repo, key, ctx, store);
+        // The worker stored the whole-tree entry and left its read record beside it.
+        await cached?.keep({ result, unstored: undefined, wholeTreeStored: true, reads: () => store.workerReads(cached.key) });
+        return result;
+      } finally {
+        this.inflight--;
       }
-    } else noteCache('bypass', ctx);
-    if (this.inflight >= this.ro.maxInflight) {
-      throw ourError('tooManyInflight', this.ro.maxInflight);
-    }
-    this.inflight++;
-    try {
-      for (let submission = 1; ; submission++) {
-        const outcome = await this.submit(req, repo, key, ctx, submission);
-        if ('retry' in outcome) {
-          // Within the caller's deadline and CMP_OFFLOAD_RESUBMITS: what it needs is still here (the signed request, the spool).
-          if (ctx.signal.aborted || submission > this.ro.resubmits) throw outcome.error;
-          metrics.resubmissions.inc({ cause: outcome.cause });
-          this.deps.log.warn(
-            { plugin: this.deps.pluginName, app, jobId: outcome.jobId, cause: outcome.cause, reason: outcome.retry, resubmission: submission, limit: this.ro.resubmits },
-            `submitting the request anew: ${outcome.retry}`,
-          );
-          continue;
-        }
-        if (traced && key !== undefined) {
-          await this.remember(traced, key, app, outcome.result).catch(err =>
-            this.deps.log.debug({ err: (err as Error).message }, 'traced cache entry not stored'),
-          );
-        }
-        return outcome.result;
-      }
-    } finally {
-      this.inflight--;
-    }
-  }
-
-  /**
-   * A submission: the first one, or a later one after the previous vanished. A later one first
-   * looks in the cache, where the run of the lost job may have left its answer.
-   */
-  private async submit(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
-    if (submission > 1 && key !== undefined) {
-      const hit = await this.guard(req.kind, ctx, this.lookup(key, appNameOf(req.env)));
-      if (hit) return { result: hit };
-    }
-    return this.attempt(req, repo, key, ctx, submission);
-  }
-
-  /** A cache hit, or undefined; a mis-signed entry counts as a miss (and is logged). */
-  private async lookup(key: string, app: string): Promise<PluginResult | undefined> {
-    const redisKey = this.keys.cacheEntry(this.deps.pluginName, app, key);
-    const r = await readResult(this.redis, this.signingKey, redisKey, key);
-    if ('invalid' in r) this.deps.log.warn({ key: redisKey }, 'ignoring a cache entry whose signature does not verify');
-    return 'found' in r ? r.found : undefined;
-  }
-
-  /**
-   * The whole-tree entry, else a traced one. Either way the app learns which recorded shape
-   * this tree has (for a whole-tree hit in the background: the answer does not wait for it).
-   */
-  private async lookupTraced(key: string, app: string, t: TracedRequest): Promise<PluginResult | undefined> {
-    // One read of the family's shapes serves either path; it goes out with the whole-tree lookup.
-    const shapes = this.shapesOf(t, app);
-    shapes.catch(() => {}); // Unread when the whole-tree lookup fails: that error is the one reported.
-    const whole = await this.lookup(key, app);
-    if (whole) {
-      void this.currentShape(t, app, shapes).then(
-        shape => this.noteApp(t, shape ? { shape } : { reason: WHOLE_TREE_REASON }),
-        err => this.deps.log.debug({ err: (err as Error).message }, 'manifest-generate-paths not recorded'),
-      );
-      return whole;
-    }
-    const found = await this.tracedLookup(t, app, shapes);
-    if (found) void this.noteApp(t, found);
-    return found?.result;
-  }
-
-  /** A result whose run read exactly what this request's tree holds at the same paths (`shapes`: the family's). */
-  private async tracedLookup(t: TracedRequest, app: string, shapes: Promise<Shape[]>): Promise<{ result: PluginResult; shape: Shape } | undefined> {
-    for (const shape of await shapes) {
-      const result = await this.lookup(tracedEntryKey(t, shape), app);
-      if (result) return { result, shape };
-    }
-    return undefined;
-  }
-
-  /** The most recent shape of the family (`shapes`) with a traced entry for this tree. */
-  private async currentShape(t: TracedRequest, app: string, shapes: Promise<Shape[]>): Promise<Shape | undefined> {
-    for (const shape of await shapes) {
-      if ((await this.redis.exists(this.keys.cacheEntry(this.deps.pluginName, app, tracedEntryKey(t, shape)))) > 0) return shape;
-    }
-    return undefined;
-  }
-
-  private shapesOf(t: TracedRequest, app: string): Promise<Shape[]> {
-    return readShapes(this.redis, this.signingKey, this.keys.tracedShapes(this.deps.pluginName, app, t.baseKey));
-  }
-
-  private noteApp(t: TracedRequest, outcome: { shape: Shape } | { reason: string }): Promise<void> {
-    return noteAppPaths(this.paths, t.origin, outcome, this.deps.engine.options.cache.ttlMs).catch(err =>
-      this.deps.log.debug({ err: (err as Error).message }, 'manifest-generate-paths not recorded'),
-    );
-  }
-
-  /**
-   * After a run: the worker left what it read next to the whole-tree entry; with this request's
-   * tree index that becomes a traced entry and a shape for the family. No record → fallback.
-   */
-  private async remember(t: TracedRequest, key: string, app: string, result: PluginResult): Promise<void> {
-    const { pluginName } = this.deps;
-    const reads = await readReads(this.redis, this.signingKey, this.keys.tracedReads(pluginName, app, key));
-    const entry = entryForRun(t, reads, result);
-    await this.noteApp(t, entry ?? { reason: fallbackReason(reads) });
-    if (!entry) return;
-    const ttlMs = this.deps.engine.options.cache.ttlMs;
-    await writeResult(this.redis, this.signingKey, this.keys.cacheEntry(pluginName, app, entry.key), entry.key, result, ttlMs);
-    await addShape(this.redis, this.signingKey, this.keys.tracedShapes(pluginName, app, t.baseKey), shapeId(entry.shape), entry.shape, ttlMs);
-  }
-
-  /** One upload, enqueue and wait; `{retry}` when what it needs vanished or was taken from under it. */
-  private async attempt(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, submission: number): Promise<Attempt> {
-    const { kind } = req;
-    // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
-    if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
-    await timeStage('upload', () => this.guard(kind, ctx, this.upload(repo)), undefined, ctx);
-    const queue = await this.guard(kind, ctx, this.getQueue());
-    const depth = await this.guard(kind, ctx, queue.count());
-    if (depth >= this.ro.maxQueueDepth) {
-      throw ourError('queueFull', this.deps.pluginName, depth, this.ro.maxQueueDepth);
-    }
-    // The result id is also the job id: a worker refuses signed data found under another job.
-    const resultId = newResultId();
-    // provideGitCreds: the job's lookups are answered here, with this caller's nonce and files,
-    // which live only as long as its call. So its runs are its own: no other caller's job is
-    // joined (their nonce dies with their call), none joins it (the cache still answers them).
-    const creds = this.gitCreds && kind === 'generate' ? gitCredsOf(req.env, this.deps.engine.options.askpassSocket) : undefined;
-    const waitId = creds ? resultId : (key ?? resultId);
-    const waitersKey = this.keys.waiters(this.deps.pluginName, waitId);
-    const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
-    // Counted before the add: a worker never starts a job nobody is known to wait for. This
-    // submission's id is the waiter's: a join or leave that reaches Redis twice counts once.
-    const waiters = await this.guard(kind, ctx, joinWaiters(this.redis, waitersKey, resultId, waitMs));
-    if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
-    let joined = true;
-    const leave = async (): Promise<number> => {
-      if (!joined) return 0;
-      joined = false;
-      return leaveWaiters(this.redis, waitersKey, resultId).catch(() => 0);
-    };
-    let unregister: (() => void) | undefined;
-    try {
-      const enqueuedAt = Date.now();
-      const request = {
-        kind,
-        plugin: this.deps.pluginName,
-        specDigest: this.deps.specDigest,
-        appRelPath: req.appRelPath,
-        env: req.env,
-        blob: repo.checksum,
-        size: repo.size,
-      };
-      const expiresAt = ctx.deadline ?? enqueuedAt + NO_DEADLINE_WAIT_MS;
-      const data = signJob(this.signingKey, {
-        ...request,
-        cacheKey: key ?? null,
-        resultId,
-        waitId,
-        deadline: ctx.deadline ?? null,
-        enqueuedAt,
-        expiresAt,
-        ...traceparentOfRequest(ctx),
-        ...(creds ? { gitCreds: true as const } : {}),
-      });
-      if (creds) unregister = this.gitCreds!.register(resultId, creds, expiresAt);
-      // With deduplication (cached requests) `add` may return the identical job of another caller.
-      const job = await this.guard(kind, ctx, queue.add(kind, data, { ...this.jobOptions(creds ? undefined : key), jobId: resultId }));
-      const jobId = job.id!;
-      const answer: Answer = key !== undefined ? { jobId, binding: key, key } : { jobId, binding: resultId, resultId, digest: requestDigest(request) };
-      const waiting = this.waiter.wait(jobId);
-      const end = await timeStage('remote', () => raceAbort(waiting.done, ctx.signal), undefined, ctx);
-      if (end === 'aborted') {
-        waiting.stop();
-        return await this.abandon(queue, answer, kind, ctx, leave);
-      }
-      return await this.settle(answer, end, submission);
-    } finally {
-      unregister?.();
-      await leave();
-    }
-  }
-
-  private jobOptions(key: string | undefined): JobsOptions {
-    const ageSeconds = Math.ceil(this.ro.resultTtlMs / 1000);
-    return {
-      ...(key !== undefined ? { deduplication: { id: key } } : {}),
-      attempts: this.ro.jobAttempts,
-      backoff: { type: 'fixed', delay: 250 },
-      removeOnComplete: { age: ageSeconds, count: 1_000 },
-      removeOnFail: { age: ageSeconds, count: 5_000 },
-      sizeLimit: JOB_SIZE_LIMIT,
-    };
-  }
-
-  /** Turn a job's end into the caller's answer, or into a reason to submit anew. */
-  private async settle(answer: Answer, end: JobEnd, submission: number): Promise<Attempt> {
-    const { jobId } = answer;
-    switch (end.state) {
-      case 'completed': {
-        const result = await this.fetchResult(answer, end.returnvalue);
-        if (result !== 'missing') return { result };
-        return { retry: 'its result is gone from Redis', cause: 'result_missing', jobId, error: ourError('resultMissing', jobId) };
-      }
-      case 'failed': {
-        const failure = decodeFailure(this.signingKey, jobId, answer.binding, end.reason);
-        if (!failure) {
-          // The worker refused the job's data (swapped, expired, tampered with in Redis): ours is intact, submit it anew.
-          const refusal = decodeFailure(this.signingKey, jobId, REJECTED, end.reason);
-          if (refusal) {
-            const error = new CmpError(refusal.message, refusal.code);
-            return { retry: `the worker refused the job's data: ${refusal.message}`, cause: 'job_refused', jobId, error };
-          }
-          throw ourError('jobFailed', jobId, this.deps.pluginName, end.reason);
-        }
-        const error = new CmpError(failure.message, failure.code);
-        // The tarball's blob vanished from Redis or was corrupt (the worker removed it): upload it again.
-        if (failure.resubmit) return { retry: failure.message, cause: 'blob_lost', jobId, error };
-        // Cancelled by the callers that were there before us: ours still wants an answer.
-        if (failure.canceled) return { retry: 'the job was cancelled by the callers before us', cause: 'job_canceled', jobId, error };
-        throw error;
-      }
-      case 'removed':
-        return { retry: 'the job was removed from the queue', cause: 'job_removed', jobId, error: ourError('jobRemoved', jobId, this.deps.pluginName) };
-      case 'vanished':
-        return {
-          retry: 'the job vanished from Redis (flushed, restarted empty, failed over or evicted)',
-          cause: 'job_vanished',
-          jobId,
-          error: ourError('jobLost', jobId, this.deps.pluginName, submission),
-        };
-      case 'redis-down':
-        throw redisUnavailable(this.ro, new Error(`connection lost while waiting for job ${jobId}`));
-    }
-  }
-
-  /**
-   * Read the answer where we expect it, signed for our request: the cache entry of our cache
-   * key, or the result key of the id we chose, signed with our request's digest.
-   */
-  private async fetchResult(answer: Answer, returnvalue: unknown): Promise<PluginResult | 'missing'> {
-    const { jobId } = answer;
-    const stored = storedKeyOf(returnvalue);
-    const expected =
-      'resultId' in answer
-        ? stored === this.keys.result(this.deps.pluginName, answer.resultId)
-        : stored !== undefined &&
-          stored.startsWith(`${this.ro.prefix}:out:${escapeKeyPart(this.deps.pluginName)}:`) &&
-          stored.endsWith(`:${answer.key}`);
-    if (!expected || stored === undefined) {
-      throw ourError('badResultLocation', jobId);
-    }
-    let r;
-    try {
-      r = await readResult(this.redis, this.signingKey, stored, 'resultId' in answer ? answer.digest : answer.key);
-    } catch (err) {
-      throw redisUnavailable(this.ro, err);
-    }
-    if ('found' in r) return r.found;
-    if ('missing' in r) return 'missing';
-    throw new CmpError(
-      `cmp-offload: the result of job ${jobId} does not verify (do proxy and workers share CMP_OFFLOAD_SIGNING_KEY?)`,
-      Status.INTERNAL,
-    );
-  }
-
-  /**
-   * The caller gave up. If others still wait, only this caller leaves (with its context error,
-   * as the in-process coalescer does). The last one stops the job wherever it is: removed if
-   * queued, its process group killed if running. It then still gets the run's own error when
-   * that comes quickly, exactly as a lone standalone request would.
-   */
-  private async abandon(queue: Queue, answer: Answer, kind: RpcKind, ctx: Ctx, leave: () => Promise<number>): Promise<Attempt> {
-    const { jobId } = answer;
-    const reason = ctx.signal.reason as CmpError;
-    if ((await leave()) > 0) throw reason;
-    const waiting = this.waiter.wait(jobId);
-    const cancelReason = reason.code === Status.DEADLINE_EXCEEDED ? 'deadline' : 'canceled';
-    await publishCancel(this.redis, this.keys, this.signingKey, { queue: this.deps.pluginName, jobId, reason: cancelReason }).catch(() => {});
-    await queue.remove(jobId).catch(() => 0);
-    const bound = this.deps.engine.options.execFatalTimeoutMs + 2_000;
-    const end = await withTimeout(waiting.done, bound, () => new Error('timeout')).catch(() => undefined);
-    waiting.stop();
-    if (end?.state === 'failed') {
-      const failure = decodeFailure(this.signingKey, jobId, answer.binding, end.reason);
-      if (failure) throw new CmpError(failure.message, failure.code);
-    }
-    throw wrap(RPC_TEXT[kind].command, reason);
-  }
-
-  /** Upload the tarball unless its blob exists; concurrent requests of this proxy share one upload. */
-  private upload(repo: RepoRef): Promise<boolean> {
-    let pending = this.uploads.get(repo.checksum);
-    if (!pending) {
-      pending = storeBlob(this.redis, this.keys, repo.checksum, repo.tgzPath, this.ro.blobTtlMs);
-      this.uploads.set(repo.checksum, pending);
-      const forget = () => this.uploads.delete(repo.checksum);
-      pending.then(forget, forget);
-    }
-    return pending;
-  }
-
-  /**
-   * Run a Redis step for a caller: abandoned when the caller's context ends (with the text Go
-   * gives a command that never started), and any Redis error (a command not answered within
-   * CMP_OFFLOAD_REDIS_TIMEOUT, connected or not) becomes UNAVAILABLE naming Redis.
-   */
-  private async guard<T>(kind: RpcKind, ctx: Ctx, step: Promise<T>): Promise<T> {
-    step.catch(() => {});
-    const outcome = await raceAbort(
-      step.then(
-        value => ({ value }),
-        (error: unknown) => ({ error }),
-      ),
-      ctx.signal,
-    );
-    if (outcome === 'aborted') throw wrap(RPC_TEXT[kind].command, ctx.signal.reason);
-    if ('error' in outcome) {
-      if (outcome.error instanceof CmpError) throw outcome.error;
-      throw redisUnavailable(this.ro, outcome.error);
-    }
-    return outcome.value;
+    });
   }
 
   async close(): Promise<void> {
@@ -519,42 +165,3 @@ export class QueueDispatcher implements Dispatcher {
  */
 const onGivenConnection: BackendFactory<ReturnType<typeof createRedisBackend>> = (name, opts, flags) =>
   createRedisBackend(name, opts, { ...flags, blocking: false });
-
-/** The key a worker says it stored the result under (BullMQ may hand the return value over as JSON text). */
-function storedKeyOf(returnvalue: unknown): string | undefined {
-  let v = returnvalue;
-  if (typeof v === 'string') {
-    try {
-      v = JSON.parse(v);
-    } catch {
-      return undefined;
-    }
-  }
-  const key = (v as { key?: unknown } | null)?.key;
-  return typeof key === 'string' ? key : undefined;
-}
-
-/** Settle with the promise's value, or 'aborted' as soon as the signal aborts. */
-function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T | 'aborted'> {
-  if (signal.aborted) return Promise.resolve('aborted');
-  return new Promise((resolve, reject) => {
-    const onAbort = () => resolve('aborted');
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      v => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
-}
-
-/** The traced request's span as the job's parent (tracing on and the request sampled), else nothing. */
-function traceparentOfRequest(ctx: Ctx): { traceparent?: string } {
-  const span = currentTrace(ctx)?.span;
-  return span ? { traceparent: formatTraceparent(span) } : {};
-}

@@ -7,6 +7,12 @@ import { metrics } from '../../cmp/observe/metrics.js';
 /** Why a run's answer is returned but not stored. */
 export type Unstored = 'overlap' | 'stray';
 
+/** What the log says of an answer not stored, and the app's reason for having no paths from it. */
+export const UNSTORED_TEXT: Record<Unstored, string> = {
+  overlap: 'answered, not stored: another plugin run was in progress during this one and could have changed its work dir (same uid)',
+  stray: 'answered, not stored: a plugin process may have escaped its cmp-reap and could have changed this run',
+};
+
 /** One run, from its work dir to the end of its last process. */
 export interface WatchedRun {
   /** The run's context: its commands report their process trees here. */
