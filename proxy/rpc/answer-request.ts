@@ -3,6 +3,7 @@ import type { Ctx } from '../../cmp/context.js';
 import { noteAppPaths, originOf } from '../../cmp/cache/app-paths.js';
 import { cacheKey } from '../../cmp/cache/cache-key.js';
 import { revisionValues, tracedBaseKey, type TracedRequest } from '../../cmp/cache/traced-key.js';
+import type { Logger } from '../../cmp/log.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
 import { discoverByPattern } from '../../cmp/plugin/discover.js';
 import type { PluginRequest, PluginResult, RpcKind } from '../../cmp/plugin/request.js';
@@ -15,6 +16,8 @@ export interface AnswerDeps {
   pluginName: string;
   specDigest: string;
   dispatcher: Dispatcher;
+  /** Where the request's lines go (none in tests that build the server bare). */
+  log?: Logger;
 }
 
 /**
@@ -75,7 +78,12 @@ export async function answerRequest(
   if (cache.traced && kind === 'generate' && !traced) {
     // This generation is not traced: a value derived from an earlier one may miss what it reads.
     const reason = key === undefined ? 'the latest generation was not cached (cache bypass or no tree index)' : 'the latest tree has symlinks or duplicate entries: not traced';
-    void noteAppPaths(deps.dispatcher.paths, originOf(req.env, req.appRelPath, deps.pluginName), { reason }, cache.ttlMs).catch(() => {});
+    const origin = originOf(req.env, req.appRelPath, deps.pluginName);
+    // Not recorded, the app keeps a value derived from an earlier traced generation, which may
+    // miss what this one reads: say so (the answer itself does not depend on it).
+    void noteAppPaths(deps.dispatcher.paths, origin, { reason }, cache.ttlMs).catch(err =>
+      deps.log?.warn({ app: origin.app, err: (err as Error).message }, 'manifest-generate-paths not updated for an untraced generation'),
+    );
   }
   return deps.dispatcher.dispatch(req, repo, key, ctx, traced);
 }

@@ -4,7 +4,6 @@ import path from 'node:path';
 import { status as Status, type sendUnaryData, type ServerReadableStream } from '@grpc/grpc-js';
 import { contextWithDeadline } from '../../cmp/context.js';
 import { codeOf, wrap } from '../../cmp/errors.js';
-import type { Logger } from '../../cmp/log.js';
 import { metrics } from '../../cmp/observe/metrics.js';
 import { RequestTrace, timeStage } from '../../cmp/observe/request-trace.js';
 import { endRequestSpan, traceRequest } from '../../cmp/observe/request-spans.js';
@@ -21,8 +20,6 @@ import { toStatus } from './status.js';
 export interface StreamingRpcDeps extends AnswerDeps {
   /** Tracks in-flight requests so shutdown can wait for them. */
   inflight: Set<Promise<unknown>>;
-  /** Where the one line per request goes (none in tests that build the server bare). */
-  log?: Logger;
   /** Tree indexes of the tarballs ingested lately. */
   memo: IndexMemo;
   /** The shared copies of the tarballs in use. */
