@@ -41,6 +41,11 @@ export function createLogger(env: Record<string, string | undefined>, name: stri
   );
 }
 
+/** A `.catch` handler for an error that changes nothing but is worth a line: "<what> failed" at `level`. */
+export function logFailed(log: Logger, what: string, level: 'debug' | 'info' | 'warn' = 'debug', fields: Record<string, unknown> = {}): (err: unknown) => void {
+  return err => log[level]({ ...fields, err: err instanceof Error ? err.message : String(err) }, `${what} failed`);
+}
+
 function textDestination() {
   return {
     write(line: string) {

@@ -88,6 +88,6 @@ function isSocket(p: string): boolean {
   try {
     return fs.statSync(p).isSocket();
   } catch {
-    return false;
+    return false; // nothing there or unreadable: not a socket to serve
   }
 }

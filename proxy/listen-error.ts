@@ -47,6 +47,6 @@ async function canWrite(dir: string): Promise<boolean> {
     await fs.access(dir, fs.constants.W_OK | fs.constants.X_OK);
     return true;
   } catch {
-    return false;
+    return false; // the answer: access(2) refused (or no such dir)
   }
 }

@@ -5,6 +5,7 @@ import { discoveryConfigured, pluginSpecDigest, socketFileName } from '../cmp/co
 import { terminateAll } from '../cmp/exec/process-groups.js';
 import { becomeNonDumpable } from '../cmp/exec/no-dump.js';
 import { usableReaper } from '../cmp/exec/reaper.js';
+import { logFailed } from '../cmp/log.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { metrics } from '../cmp/observe/metrics.js';
 import { serveOpsInBackground } from '../cmp/observe/ops-in-background.js';
@@ -126,6 +127,7 @@ export async function runProxy(argv: string[]): Promise<number> {
     await dispatcher.close();
     return 1;
   }
+  // A socket that will not go makes listen fail next, and that error is reported.
   await fs.rm(socketPath, { force: true }).catch(() => {});
   // A stop asked while starting (Ctrl-C in the first second reaches the whole process group)
   // ends the start: no ingest process is replaced after it, and 'serving' is not said.
@@ -168,13 +170,13 @@ export async function runProxy(argv: string[]): Promise<number> {
   // Stop accepting (the repo-server dials the socket path afresh for every use), let in-flight
   // requests finish within the grace period, then force the rest and kill what they left.
   listening = false;
-  await fs.rm(socketPath, { force: true }).catch(() => {});
+  await fs.rm(socketPath, { force: true }).catch(logFailed(log, 'stopping: removing the socket'));
   await front.drain();
   await recorderChecked; // its probe command is ours to wait for (bounded by the probe's 10 s)
   await dispatcher.close();
-  await shutdownTracing().catch(() => {});
-  await (await http)?.close().catch(() => {});
-  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(() => {});
+  await shutdownTracing().catch(logFailed(log, 'stopping: flushing the last spans'));
+  await (await http)?.close().catch(logFailed(log, 'stopping: closing the ops server'));
+  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(logFailed(log, 'stopping: removing the work root'));
   log.info('stopped');
   log.flush();
   return failed ? 1 : 0;

@@ -18,7 +18,7 @@ function firstLine(cmd: string, args: string[]): string {
   try {
     return execFileSync(cmd, args, { encoding: 'utf8' }).split('\n')[0]!.trim();
   } catch {
-    return 'not found';
+    return 'not found'; // not installed (or failed): the report says so
   }
 }
 

@@ -136,7 +136,7 @@ function onPath(tool: string): boolean {
     execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
     return true;
   } catch {
-    return false;
+    return false; // not installed: that is the answer
   }
 }
 

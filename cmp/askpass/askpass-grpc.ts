@@ -41,7 +41,7 @@ function socketPathProblem(socketPath: string): string | undefined {
 
 /** A stale socket file (its server gone) is replaced; any other file at the path is kept and refused. */
 async function checkReplaceable(socketPath: string): Promise<boolean> {
-  const st = await fs.lstat(socketPath).catch(() => undefined);
+  const st = await fs.lstat(socketPath).catch(() => undefined); // nothing there: listen makes it
   if (st !== undefined && !st.isSocket()) throw new Error(`askpass socket path ${socketPath} exists and is not a socket`);
   return st !== undefined;
 }
@@ -100,8 +100,9 @@ export async function serveAskpass(socketPath: string, answer: (nonce: string) =
     close() {
       closed ??= (async () => {
         server.forceShutdown();
+        // Already gone, or replaced by another server's socket: not ours to remove.
         const st = await fs.lstat(socketPath).catch(() => undefined);
-        if (st?.isSocket() && st.ino === ino) await fs.unlink(socketPath).catch(() => {});
+        if (st?.isSocket() && st.ino === ino) await fs.unlink(socketPath).catch(() => {}); // gone meanwhile
       })();
       return closed;
     },

@@ -44,7 +44,7 @@ export async function withRunAskpass<T>(workRoot: string, env: readonly EnvEntry
     }
     return await run(rewriteGitCredsEnv(env, { ...(socket !== undefined ? { socket } : {}), files }));
   } finally {
-    await server?.close().catch(() => {});
+    await server?.close().catch(() => {}); // the run's own result or error is what counts; rm follows
     await fs.rm(dir, { recursive: true, force: true, maxRetries: 3 });
   }
 }

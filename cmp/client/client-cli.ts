@@ -99,7 +99,7 @@ export async function runClientCommand(kind: ClientKind, argv: string[], io: Cli
 /** Everything decided before packing: paths as the repo-server resolves them, the env, the chunk size. */
 async function prepareRequest(args: ClientArgs, env: Record<string, string | undefined>) {
   const root = path.resolve(args.dir);
-  const rootInfo = await stat(root).catch(() => undefined);
+  const rootInfo = await stat(root).catch(() => undefined); // reported as not a directory below
   if (!rootInfo?.isDirectory()) throw new UsageError(`${args.dir}: not a directory`);
   const appPath = await argoAppPath(root, args.appPath);
   const appRelPath = path.relative(root, appPath) || '.';

@@ -12,7 +12,7 @@ export function manifestsAsYaml(manifests: readonly string[]): string {
       try {
         doc = JSON.parse(m);
       } catch {
-        return m.endsWith('\n') ? m : `${m}\n`;
+        return m.endsWith('\n') ? m : `${m}\n`; // not JSON: printed as it is
       }
       return dump(doc);
     })

@@ -42,7 +42,7 @@ export function argoDuration(raw: string | undefined, fallbackMs: number): numbe
   try {
     return parseGoDuration(raw);
   } catch {
-    return fallbackMs;
+    return fallbackMs; // as Argo: a bad value means the default
   }
 }
 

@@ -140,7 +140,7 @@ export function redactRedisUrl(url: string): string {
       const u = new URL(url);
       return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
     } catch {
-      return '<invalid URL>';
+      return '<invalid URL>'; // nothing of it can be shown safely
     }
   }
   return `${scheme}://${hostAndPath.replace(/\/$/, '')}`;

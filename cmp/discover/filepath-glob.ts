@@ -222,7 +222,7 @@ async function globWithLimit(pattern: string, depth: number, fs: GlobFs): Promis
   if (depth === MAX_DEPTH) throw badPattern();
   goMatch(pattern, '');
   if (!hasMeta(pattern)) {
-    const st = await fs.lstat(pattern).catch(() => undefined);
+    const st = await fs.lstat(pattern).catch(() => undefined); // Go: any Lstat error means no match
     return st ? [pattern] : [];
   }
   const slash = pattern.lastIndexOf('/');
@@ -239,9 +239,9 @@ async function globWithLimit(pattern: string, depth: number, fs: GlobFs): Promis
 
 // Go's glob(dir, pattern, matches): every failure to read `dir` is ignored.
 async function globDir(dir: string, pattern: string, matches: string[], fs: GlobFs): Promise<string[]> {
-  const st = await fs.stat(dir).catch(() => undefined);
+  const st = await fs.stat(dir).catch(() => undefined); // ignored, as said above
   if (!st?.isDir) return matches;
-  const names = await fs.readdir(dir).catch(() => undefined);
+  const names = await fs.readdir(dir).catch(() => undefined); // ignored, as said above
   if (!names) return matches;
   const pat = Buffer.from(pattern, 'utf8');
   for (const n of [...names].sort(compareGoStrings)) {

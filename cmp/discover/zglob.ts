@@ -21,7 +21,7 @@ export async function zglob(pattern: string, fs: GlobFs = realFs): Promise<strin
   const root = walkRoot(pattern);
   if (root === undefined) {
     // Literal mode: os.Stat, and any failure is reported as ErrNotExist.
-    const st = await fs.stat(pattern).catch(() => undefined);
+    const st = await fs.stat(pattern).catch(() => undefined); // reported as ErrNotExist below
     if (!st) throw new Error(FILE_DOES_NOT_EXIST_TEXT);
     return [pattern];
   }
@@ -56,7 +56,7 @@ function goClean(p: string): string {
 // directory, ENOENT otherwise.
 async function missingReason(p: string, fs: GlobFs): Promise<string> {
   for (let dir = posix.dirname(p); ; dir = posix.dirname(dir)) {
-    const st = await fs.stat(dir).catch(() => undefined);
+    const st = await fs.stat(dir).catch(() => undefined); // not there: try its parent
     if (st) return st.isDir ? 'no such file or directory' : 'not a directory';
     if (dir === '/' || dir === '.') return 'no such file or directory';
   }
@@ -268,7 +268,7 @@ function validProperty(expr: string): boolean {
     new RegExp(expr, 'u');
     return true;
   } catch {
-    return false;
+    return false; // not a Unicode property this engine knows
   }
 }
 

@@ -96,7 +96,7 @@ function hasLiveMember(pgid: number): boolean {
   try {
     pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
   } catch {
-    return true;
+    return true; // no /proc: cannot tell, so assume a live member (see above)
   }
   for (const pid of pids) {
     let stat: string;

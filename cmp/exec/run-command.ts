@@ -289,7 +289,7 @@ function followReaper(
       child.unref();
     }
   });
-  status.on('error', () => {});
+  status.on('error', () => {}); // its 'close' follows: the helper's exit then says what happened
   status.once('close', () => {
     statusClosed = true;
     orphaned();
@@ -307,7 +307,7 @@ function errnoError(errno: number): NodeJS.ErrnoException {
   try {
     code = getSystemErrorName(-errno);
   } catch {
-    code = undefined;
+    code = undefined; // an errno libuv has no name for: the message has the number
   }
   return Object.assign(new Error(`errno ${errno}`), { errno: -errno, code });
 }
@@ -337,7 +337,7 @@ function isExecutable(file: string): boolean {
     accessSync(file, fsConstants.X_OK);
     return true;
   } catch {
-    return false;
+    return false; // not there or not permitted: not executable
   }
 }
 
@@ -357,7 +357,7 @@ function checkExecFormat(file: string, cwd: string): void {
     fd = openSync(full, 'r');
     n = readSync(fd, head, 0, 4, 0);
   } catch {
-    return;
+    return; // unreadable: the spawn reports it (see above)
   } finally {
     if (fd !== undefined) closeSync(fd);
   }

@@ -61,7 +61,7 @@ export class KubeApi {
     try {
       return fs.readFileSync(this.opts.tokenFile, 'utf8').trim() || undefined;
     } catch {
-      return undefined;
+      return undefined; // no token file (outside a pod): requests go without one
     }
   }
 
@@ -86,7 +86,7 @@ export class KubeApi {
           try {
             parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
           } catch {
-            parsed = undefined;
+            parsed = undefined; // not JSON: the status says what happened
           }
           if (status === 404 && method === 'GET') return resolve({ status, body: undefined });
           if (status < 200 || status >= 300 || typeof parsed !== 'object' || parsed === null) {

@@ -46,7 +46,7 @@ function cookieOf(header: string | undefined, name: string): string | undefined 
       try {
         return decodeURIComponent(part.slice(i + 1).trim());
       } catch {
-        return undefined;
+        return undefined; // bad percent-encoding: as if no such cookie
       }
     }
   }

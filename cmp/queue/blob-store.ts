@@ -29,7 +29,7 @@ export async function storeBlob(redis: RedisClient, keys: KeySpace, sha256: stri
     if (first) await redis.set(upload, Buffer.alloc(0), 'PX', ttlMs);
     await redis.rename(upload, key);
   } catch (err) {
-    await redis.del(upload).catch(() => {});
+    await redis.del(upload).catch(() => {}); // the upload key expires anyway; err is the one to report
     throw err;
   }
   return true;
@@ -58,7 +58,7 @@ export class BlobCorruptError extends CmpError {
  * submitted anew as for any vanished blob.)
  */
 async function dropCorrupt(redis: RedisClient, key: string, sha256: string, detail: string): Promise<never> {
-  await redis.del(key).catch(() => {});
+  await redis.del(key).catch(() => {}); // best effort: the blob expires, and its reader resubmits anyway
   throw new BlobCorruptError(sha256, detail);
 }
 

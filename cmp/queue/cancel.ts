@@ -42,6 +42,6 @@ export function parseCancel(signingKey: Buffer, raw: string, now = Date.now()): 
     const msg: CancelMessage = { queue: m.queue, jobId: m.jobId, reason: m.reason };
     return verify(signingKey, DOMAIN, parts(msg, m.at), Buffer.from(m.sig, 'hex')) ? msg : undefined;
   } catch {
-    return undefined;
+    return undefined; // malformed: dropped like any unsigned cancel
   }
 }

@@ -59,7 +59,7 @@ export function parseLookup(signingKey: Buffer, raw: string, now = Date.now()): 
     const msg: LookupMessage = { jobId: m.jobId, lookupId: m.lookupId, what: m.what };
     return verify(signingKey, LOOKUP_DOMAIN, parts(msg, m.at), Buffer.from(m.sig, 'hex')) ? msg : undefined;
   } catch {
-    return undefined;
+    return undefined; // malformed: dropped like any unsigned message
   }
 }
 
@@ -93,7 +93,7 @@ export function openAnswer(signingKey: Buffer, m: LookupMessage, sealed: Buffer)
     const text = Buffer.concat([decipher.update(sealed.subarray(NONCE_BYTES, sealed.length - TAG_BYTES)), decipher.final()]).toString('utf8');
     a = JSON.parse(text) as Record<string, unknown>;
   } catch {
-    return undefined;
+    return undefined; // does not open or is not JSON: as if no answer came
   }
   if (a === null || typeof a !== 'object') return undefined;
   if (a.ok === false) return Number.isSafeInteger(a.code) && typeof a.message === 'string' ? { ok: false, code: a.code as number, message: a.message } : undefined;

@@ -273,6 +273,6 @@ export function decodeFailure(key: Buffer, jobId: string, binding: string, reaso
     // Signed by a worker: its code is one it took from a CmpError (grpc-js's enum was as loose).
     return { code: code as Status, message, canceled, ...(resubmit === true ? { resubmit: true } : {}) };
   } catch {
-    return undefined;
+    return undefined; // malformed: not a failure signed for this job
   }
 }

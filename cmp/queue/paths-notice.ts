@@ -27,6 +27,6 @@ export function parsePathsNotice(signingKey: Buffer, raw: string, now = Date.now
     if (typeof m.sig !== 'string' || !/^[0-9a-f]{64}$/.test(m.sig)) return undefined;
     return verify(signingKey, DOMAIN, [m.app, String(m.at)], Buffer.from(m.sig, 'hex')) ? m.app : undefined;
   } catch {
-    return undefined;
+    return undefined; // malformed: dropped like any unsigned notice
   }
 }

@@ -29,11 +29,8 @@ export type ConnectionRole = 'command' | 'blocking';
 const retryStrategy = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 2_000);
 /**
  * Behind Sentinel a reconnect first asks a sentinel, which names the new master as soon as a
- * failover ends. Every connection of every process lost the old master at the same moment and
- * backs off alike, so with the 2 s cap they all came back up to 2 s after the switch (the fault
- * matrix's sentinel/lossy-failover: callers answered 2.6-3.9 s after it in 7 runs of 13). Capped at
- * 500 ms a failover costs the callers at most half a second more, for two sentinel questions a
- * second per connection while the master is away.
+ * failover ends: capped at 500 ms, the connections follow it within half a second.
+ * Why 500 ms: docs/decisions/0002-sentinel-reconnect-backoff.md
  */
 const followMasterStrategy = (times: number) => Math.min(retryStrategy(times), 500);
 

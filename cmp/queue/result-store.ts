@@ -48,7 +48,7 @@ export async function decodeResult(signingKey: Buffer, redisKey: string, binding
   try {
     json = await gunzip(payload);
   } catch {
-    return undefined;
+    return undefined; // signed but not gzip: malformed, see above
   }
   // A large result is parsed, measured and encoded off the loop (a million manifests take seconds).
   return splitPool.parseResult<PluginResult>(json, parseInline);
@@ -59,7 +59,7 @@ function parseInline(json: Buffer): PluginResult | undefined {
     const value = JSON.parse(json.toString('utf8')) as PluginResult;
     return value && typeof value === 'object' && typeof value.kind === 'string' ? value : undefined;
   } catch {
-    return undefined;
+    return undefined; // not JSON: not a result
   }
 }
 

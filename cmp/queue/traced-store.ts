@@ -32,7 +32,7 @@ export async function unseal(signingKey: Buffer, parts: string[], stored: Buffer
   try {
     return JSON.parse((await gunzip(payload, { maxOutputLength: MAX_STORED_BYTES })).toString('utf8'));
   } catch {
-    return undefined;
+    return undefined; // signed but does not open: as if nothing were stored
   }
 }
 

@@ -91,7 +91,7 @@ class ManifestThreads {
       const r = await this.run({ id: this.nextId++, op: 'json', json: ownBuffer(json) }, heap);
       return Array.isArray(r) ? ({ kind: 'generate', manifests: r } as unknown as R) : ((r as { other: R }).other);
     } catch {
-      return undefined;
+      return undefined; // the thread failed (out of heap…): not a result, as above
     }
   }
 

@@ -49,7 +49,7 @@ function parseResult(json: Buffer): { kind: string; manifests?: unknown } | unde
   try {
     v = JSON.parse(json.toString('utf8'));
   } catch {
-    return undefined;
+    return undefined; // not JSON: not a result
   }
   if (!v || typeof v !== 'object' || typeof (v as { kind?: unknown }).kind !== 'string') return undefined;
   const r = v as { kind: string; manifests?: unknown };

@@ -28,22 +28,8 @@ const OUT_CHUNK = 64 * 1024;
 
 // The native handle behind zlib streams. Its synchronous `writeSync` is what zlib's own
 // *Sync functions use; driving it directly gives a synchronous *streaming* inflate, which
-// the public API lacks (the async streams cannot bound memory when a caller pushes bytes
-// without awaiting).
-// Checked on Node 20.20 and 24.22. Alternatives measured 2026-12-01 (issue 13): pako 3's public
-// low-level API (ZStream + zlibInflate, a drop-in for this class, passed every tar/go test) made
-// the bench's ingest of realistic text 1.5-1.7x slower (3 alternating runs; inflate alone 2.5-4x),
-// fflate's streaming Inflate 4.5-15x slower inflate; node:zlib's public API has no synchronous
-// streaming inflate. An async design on the public stream (zlib.createInflateRaw, each write
-// awaited, 256 KiB output chunks parsed while the next inflates on the thread pool; 2026-12-03)
-// kept the wall time (ingest realistic 0.56-0.91x the bare server against 0.64-0.74x,
-// alternating runs) but cost ~15% more CPU and, on Node 24, ~50 MiB more RSS
-// per isolate (V8 frees zlib's fresh output buffers late): test/e2e/memory.test.ts went from 85
-// to 131-145 MiB there (bound 100). --max-semi-space-size=16 does not change that: inflating 256 MiB
-// through the public stream grew RSS by 72 MiB on 24.22 with or without it, 40 on 20.20, against
-// 5-9 MiB here; smaller output chunks cut it (38 MiB at 16 KiB) at 2-4x this CPU (2026-12-03).
-// If a Node release drops this handle, inflating falls back to pako's ZStream (portable-inflate.ts)
-// and each process warns once at start (chooseInflater).
+// the public API lacks. Without it, pako's ZStream (portable-inflate.ts), with a warning at start.
+// Why native: docs/decisions/0001-gunzip-native-handle.md
 interface ZlibHandle {
   writeSync(flush: number, input: Buffer, inOff: number, inLen: number, out: Buffer, outOff: number, outLen: number): void;
   close(): void;

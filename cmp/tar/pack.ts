@@ -109,7 +109,7 @@ class NameLookup {
   static async load(): Promise<NameLookup> {
     const read = async (file: string) => {
       const names = new Map<number, string>();
-      const text = await fsp.readFile(file, 'utf8').catch(() => '');
+      const text = await fsp.readFile(file, 'utf8').catch(() => ''); // no such file: ids stay numeric
       for (const line of text.split('\n')) {
         const [name, , id] = line.split(':');
         if (name && id !== undefined && /^\d+$/.test(id) && !names.has(Number(id))) names.set(Number(id), name);

@@ -2,7 +2,7 @@ import { ZStream, Z_BUF_ERROR, Z_NO_FLUSH, Z_OK, Z_STREAM_END, zlibInflate, zlib
 
 /**
  * Raw inflate on pako's low-level API: the same contract as go-gunzip's native RawInflater, for
- * a Node.js whose zlib lacks the handle that one drives (1.5-1.7x slower ingest, measured).
+ * a Node.js whose zlib lacks the handle that one drives (slower: docs/decisions/0001-gunzip-native-handle.md).
  * `run` inflates input[off, off+len) into `out`, hands each filled part to `emit`, and returns
  * the input bytes consumed: fewer than `len` means the deflate stream ended. Throws zlib's message.
  */

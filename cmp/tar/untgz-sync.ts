@@ -186,7 +186,7 @@ class Untgz implements TarVisitor {
     try {
       st = fs.statSync(p);
     } catch {
-      st = undefined;
+      st = undefined; // not there yet: made below
     }
     if (st) {
       if (st.isDirectory()) {
@@ -207,7 +207,7 @@ class Untgz implements TarVisitor {
       try {
         isDir = fs.lstatSync(p).isDirectory();
       } catch {
-        isDir = false;
+        isDir = false; // not there either: mkdir's own error is reported
       }
       if (!isDir) throw new Error(goPathErrorText('mkdir', p, err));
     }

@@ -142,9 +142,9 @@ export class ReadRecorder {
         st => {
           if (st.size <= this.opts.maxTraceBytes) return;
           this.tooBig();
-          void fs.truncate(file, 0).catch(() => {});
+          void fs.truncate(file, 0).catch(() => {}); // only saves disk: the record is already marked too big
         },
-        () => {},
+        () => {}, // not there yet, or gone: the next tick looks again
       );
     }, 250);
     timer.unref();

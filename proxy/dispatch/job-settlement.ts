@@ -106,7 +106,7 @@ function storedKeyOf(returnvalue: unknown): string | undefined {
     try {
       v = JSON.parse(v);
     } catch {
-      return undefined;
+      return undefined; // not JSON: no key, as for any other malformed value
     }
   }
   const key = (v as { key?: unknown } | null)?.key;

@@ -4,7 +4,7 @@ import type { ResultCache } from '../../cmp/cache/result-cache.js';
 import type { RedisOptions } from '../../cmp/config/options.js';
 import type { Ctx } from '../../cmp/context.js';
 import { CmpError, ourError, wrap } from '../../cmp/errors.js';
-import type { Logger } from '../../cmp/log.js';
+import { logFailed, type Logger } from '../../cmp/log.js';
 import { metrics } from '../../cmp/observe/metrics.js';
 import { currentTrace, noteCache, timeStage } from '../../cmp/observe/request-trace.js';
 import { formatTraceparent } from '../../cmp/observe/tracing.js';
@@ -116,6 +116,7 @@ export class JobSubmission {
     const leave = async (): Promise<number> => {
       if (!joined) return 0;
       joined = false;
+      // Redis away: taken as nobody else waiting, so this caller stops the job; the key expires.
       return leaveWaiters(this.d.redis, waitersKey, resultId).catch(() => 0);
     };
     let unregister: (() => void) | undefined;
@@ -184,9 +185,10 @@ export class JobSubmission {
     if ((await leave()) > 0) throw reason;
     const waiting = this.d.waiter.wait(jobId);
     const cancelReason = reason.code === Status.DEADLINE_EXCEEDED ? 'deadline' : 'canceled';
-    await publishCancel(this.d.redis, this.d.keys, this.d.signingKey, { queue: this.d.pluginName, jobId, reason: cancelReason }).catch(() => {});
-    await queue.remove(jobId).catch(() => 0);
+    await publishCancel(this.d.redis, this.d.keys, this.d.signingKey, { queue: this.d.pluginName, jobId, reason: cancelReason }).catch(logFailed(this.d.log, 'abandoned job: cancel', 'debug', { jobId }));
+    await queue.remove(jobId).catch(logFailed(this.d.log, 'abandoned job: remove', 'debug', { jobId }));
     const bound = this.d.engine.options.execFatalTimeoutMs + 2_000;
+    // No end within the bound: the caller's own error below says enough.
     const end = await withTimeout(waiting.done, bound, () => new Error('timeout')).catch(() => undefined);
     waiting.stop();
     if (end?.state === 'failed') {

@@ -166,7 +166,7 @@ export class JobWaiter {
     this.lastPoll = Date.now();
     this.polling = true;
     void this.poll()
-      .catch(() => {})
+      .catch(() => {}) // Redis trouble: the next tick polls again, or reports the outage
       .finally(() => (this.polling = false));
   }
 

@@ -3,7 +3,7 @@ import type { TracedRequest } from '../../cmp/cache/traced-key.js';
 import type { RedisOptions } from '../../cmp/config/options.js';
 import type { Ctx } from '../../cmp/context.js';
 import { ourError, wrap } from '../../cmp/errors.js';
-import type { Logger } from '../../cmp/log.js';
+import { logFailed, type Logger } from '../../cmp/log.js';
 import type { Engine } from '../../cmp/plugin/execute.js';
 import { RPC_TEXT, type PluginRequest, type PluginResult } from '../../cmp/plugin/request.js';
 import { RedisAppPaths } from '../../cmp/queue/app-paths-store.js';
@@ -98,8 +98,9 @@ export class QueueDispatcher implements Dispatcher {
       const ready = queue.waitUntilReady().then(() => queue);
       this.queue = ready;
       ready.catch(() => {
+        // Its error reaches whoever awaits this.queue; the next call makes a new queue.
         if (this.queue === ready) this.queue = undefined;
-        void queue.close().catch(() => {});
+        void queue.close().catch(logFailed(this.deps.log, 'closing a queue that never got ready'));
       });
     }
     return this.queue;
@@ -113,7 +114,7 @@ export class QueueDispatcher implements Dispatcher {
   async waitReady(ms: number): Promise<boolean> {
     const redisReady = untilReady(this.redis);
     const ready = Promise.all([redisReady, this.events.waitUntilReady()]).then(() => true);
-    return withTimeout(ready, ms, () => new Error('timeout')).catch(() => false);
+    return withTimeout(ready, ms, () => new Error('timeout')).catch(() => false); // not ready is the answer
   }
 
   /** The command connection: readiness and the queue-depth gauge read it. */
@@ -148,7 +149,7 @@ export class QueueDispatcher implements Dispatcher {
     // BullMQ's close waits for its connections to be ready, which they never are while Redis is
     // unreachable (a proxy stopped then would never exit): after the Redis timeout, end them here.
     const closing = Promise.allSettled([this.events.close(), this.queue?.then(q => q.close())]);
-    await withTimeout(closing, this.ro.timeoutMs, () => new Error('timeout')).catch(() => {});
+    await withTimeout(closing, this.ro.timeoutMs, () => new Error('timeout')).catch(() => {}); // timed out: ended below
     this.gitCreds?.close();
     this.redis.disconnect();
     this.eventsConnection.disconnect();

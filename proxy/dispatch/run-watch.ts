@@ -116,7 +116,7 @@ function aloneInPidNamespace(): boolean {
     entries = readdirSync('/proc').filter(d => /^\d+$/.test(d));
     for (let pid = process.ppid; pid > 0 && !allowed.has(pid); pid = parentOf(pid)) allowed.add(pid);
   } catch {
-    return false;
+    return false; // no /proc: cannot tell, so not alone (see above)
   }
   for (const e of entries) {
     const pid = Number(e);

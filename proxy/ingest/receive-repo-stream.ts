@@ -94,7 +94,7 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       stream.on('error', () => {});
       if (err) {
         discardSpool();
-        void indexer?.end().catch(() => {});
+        void indexer?.end().catch(() => {}); // the stream's own error is the one answered
         // The lease may be the last on its file: it is gone before the answer.
         void (lease?.release() ?? Promise.resolve()).then(() => reject(err));
       } else resolve(value!);

@@ -91,6 +91,7 @@ export class SpoolStore {
     const stamp = stampOf(await fs.stat(own));
     const raced = this.acquire(digest);
     if (raced) {
+      // force: only a failing disk errs here, and the race's winner serves anyway.
       await fs.rm(own, { force: true }).catch(() => {});
       this.opts.workPaths?.released(own);
       return raced;
@@ -149,6 +150,7 @@ export class SpoolStore {
   }
 
   private async remove(file: Spooled): Promise<void> {
+    // Never rejects (see SpoolLease): a file left behind goes with the work root at stop.
     await fs.rm(file.path, { force: true }).catch(() => {});
     this.opts.workPaths?.released(file.path);
   }
@@ -158,6 +160,6 @@ function intact(file: Spooled): boolean {
   try {
     return stampOf(statSync(file.path)) === file.stamp;
   } catch {
-    return false;
+    return false; // gone: not intact, so not reused
   }
 }

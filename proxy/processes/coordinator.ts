@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import fs from 'node:fs/promises';
 import { AggregatorRegistry, type Registry } from 'prom-client';
-import type { Logger } from '../../cmp/log.js';
+import { logFailed, type Logger } from '../../cmp/log.js';
 import { registry } from '../../cmp/observe/metrics.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { ToCoordinator, ToIngest } from './hand-over.js';
@@ -104,7 +104,9 @@ export class IngestProcesses {
     const listened = this.listening.delete(worker.id);
     this.handOvers.peerGone(peer);
     // What it left in the work root (a run handed over has its own link to the tarball).
-    for (const p of this.workPaths.get(worker.id) ?? []) void fs.rm(p, { recursive: true, force: true }).catch(() => {});
+    for (const p of this.workPaths.get(worker.id) ?? []) {
+      void fs.rm(p, { recursive: true, force: true }).catch(logFailed(this.opts.log, 'removing what an ingest process left', 'warn', { path: p }));
+    }
     this.workPaths.delete(worker.id);
     if (this.stopping) return;
     this.opts.log.warn({ pid: worker.process.pid, code, signal }, 'ingest process exited; starting another');

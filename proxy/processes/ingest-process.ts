@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { socketFileName, pluginSpecDigest } from '../../cmp/config/plugin-config.js';
 import { becomeNonDumpable } from '../../cmp/exec/no-dump.js';
+import { logFailed } from '../../cmp/log.js';
 import { startProcess } from '../../cmp/process-start.js';
 import { registry } from '../../cmp/observe/metrics.js';
 import { shutdownTracing } from '../../cmp/observe/tracing.js';
@@ -82,7 +83,7 @@ export async function runIngestProcess(argv: string[]): Promise<number> {
   await drainGrpcServer(server, inflight, options.shutdownGraceMs, log);
   await Promise.allSettled([...inflight]);
   await dispatcher.close();
-  await shutdownTracing().catch(() => {});
+  await shutdownTracing().catch(logFailed(log, 'stopping: flushing the last spans'));
   log.flush();
   process.disconnect();
   return 0;

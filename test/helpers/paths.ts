@@ -18,3 +18,17 @@ export const BIN = path.join(REPO_ROOT, 'bin', 'cmp-offload');
 export function fixturePath(...parts: string[]): string {
   return path.join(REPO_ROOT, 'test', 'fixtures', ...parts);
 }
+
+/** The .ts sources (not .d.ts) under each of `roots` (folders of `root`; missing ones skipped), sorted. */
+export function tsFilesUnder(root: string, roots: readonly string[]): string[] {
+  const files: string[] = [];
+  const walk = (dir: string): void => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (p.endsWith('.ts') && !p.endsWith('.d.ts')) files.push(p);
+    }
+  };
+  for (const r of roots) if (fs.existsSync(path.join(root, r))) walk(path.join(root, r));
+  return files.sort();
+}

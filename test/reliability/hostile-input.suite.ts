@@ -23,14 +23,9 @@ const CASES = REDUCED ? 640 : 2000;
 // grpc-go accepts them), so a status seen is one the server sent and a call without one is the server's
 // fault, never a client-side stall (docs/reliability.md#unavailable-in-the-full-hostile-run-a-client-side-stall).
 const TIMEOUT_MS = 120_000;
-// Node 24's high-water mark after this run is higher than Node 20's, with --max-semi-space-size=16
-// as the images and .ci/node24 start it (2026-12-04, 2 proxy processes, RSS over the baseline):
-// 640 calls +134..+165 MiB on 24.22 against +83..+99 on 20.20; 2000 calls +174 (1 process: +190..+206)
-// against +134..+154, level over the last third on both (a high-water mark, not a leak; the
-// second-half check below is the leak check). Where it sits (smaps, 1 process, 2000 calls, 24 vs
-// 20): malloc's main arena 4→78 vs 4→68 MiB, anonymous mappings (V8's pages, thread arenas) 63→187
-// vs 63→160, mapped files 58 vs 47; V8's main heap uses 40-55 MiB of it. MALLOC_ARENA_MAX=2, a
-// fixed mmap threshold and capping the extraction threads' heaps changed nothing.
+// Node 24's high-water mark is higher than Node 20's, even with --max-semi-space-size=16 (a
+// high-water mark, not a leak: the second-half check below is the leak check).
+// Why these bounds: docs/decisions/0003-node24-young-generation.md
 const HIGH_WATER_SLACK_MIB = Number(process.versions.node.split('.')[0]) >= 24 ? 224 : 160;
 
 test(`${CASES} hostile requests: no crash, a status for each, nothing outside the work root, work root empty`, { timeout: REDUCED ? 600_000 : 2_400_000 }, async () => {

@@ -323,7 +323,7 @@ function parseCredsId(payload: Buffer): number | undefined {
     const id = (JSON.parse(payload.toString('utf8')) as { id?: unknown } | null)?.id;
     return Number.isSafeInteger(id) ? (id as number) : undefined;
   } catch {
-    return undefined;
+    return undefined; // not JSON: no id, which the caller refuses
   }
 }
 

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import type net from 'node:net';
 import path from 'node:path';
 import { canceled, codeOf, deadlineExceeded, messageOf, ourError } from '../../cmp/errors.js';
-import type { Logger } from '../../cmp/log.js';
+import { logFailed, type Logger } from '../../cmp/log.js';
 import { executeRequest, type Engine, type ReadSink } from '../../cmp/plugin/execute.js';
 import type { PluginRequest } from '../../cmp/plugin/request.js';
 import { RequestTrace, withTrace } from '../../cmp/observe/request-trace.js';
@@ -86,7 +86,7 @@ export class RunnerConnection {
       return undefined;
     });
     socket.on('data', chunk => this.onData(chunk));
-    socket.on('error', () => {});
+    socket.on('error', () => {}); // a 'close' follows, handled below
     // Hang-up before the answer: the worker gave up (Go: context canceled).
     socket.on('close', () => {
       this.abort('canceled');
@@ -263,7 +263,7 @@ export class RunnerConnection {
   }
 
   private removeTarball(): Promise<void> {
-    return (this.removed ??= fs.promises.rm(this.tgzPath, { force: true }).catch(() => {}));
+    return (this.removed ??= fs.promises.rm(this.tgzPath, { force: true }).catch(logFailed(this.deps.log, 'removing the tarball', 'debug', { path: this.tgzPath })));
   }
 }
 
@@ -276,7 +276,7 @@ function parseJson(payload: Buffer): Record<string, unknown> | undefined {
     const v: unknown = JSON.parse(payload.toString('utf8'));
     return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : undefined;
   } catch {
-    return undefined;
+    return undefined; // not JSON: the caller refuses it as a protocol error
   }
 }
 

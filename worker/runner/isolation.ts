@@ -31,7 +31,7 @@ export function listProcesses(proc = '/proc'): ProcEntry[] {
     try {
       stat = fs.readFileSync(`${proc}/${name}/stat`, 'latin1');
     } catch {
-      continue;
+      continue; // exited meanwhile
     }
     // The command name may hold spaces and parentheses: the fields follow its last ')'.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -138,7 +138,7 @@ export async function emptyDir(dir: string, mounts: ReadonlySet<string>): Promis
     const p = path.join(dir, name);
     if (mounts.has(p)) continue;
     // Into a real dir only: a run may have put a symlink where a dir leading to a mount point was.
-    const leadsToMount = [...mounts].some(m => m.startsWith(`${p}/`)) && (await fsp.lstat(p).catch(() => undefined))?.isDirectory();
+    const leadsToMount = [...mounts].some(m => m.startsWith(`${p}/`)) && (await fsp.lstat(p).catch(() => undefined))?.isDirectory(); // gone: nothing to empty
     if (leadsToMount) await emptyDir(p, mounts);
     else await removeTree(p);
   }
@@ -158,7 +158,7 @@ export async function removeTree(p: string): Promise<void> {
 }
 
 async function makeOurs(p: string): Promise<void> {
-  const st = await fsp.lstat(p).catch(() => undefined);
+  const st = await fsp.lstat(p).catch(() => undefined); // gone: nothing to make ours
   if (!st?.isDirectory()) return;
   await fsp.chmod(p, 0o700);
   for (const name of await fsp.readdir(p)) await makeOurs(path.join(p, name));

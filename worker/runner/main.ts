@@ -8,7 +8,7 @@ import { becomeNonDumpable } from '../../cmp/exec/no-dump.js';
 import { terminateAll } from '../../cmp/exec/process-groups.js';
 import { usableReaper } from '../../cmp/exec/reaper.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../../cmp/process-start.js';
-import type { Logger } from '../../cmp/log.js';
+import { logFailed, type Logger } from '../../cmp/log.js';
 import { extractPool } from '../../cmp/tar/extract-pool.js';
 import { checkRecorder } from '../../cmp/trace/tracer-probe.js';
 import { checkResetDirs, emptyDir, killOthers, mountPoints, notAlone, removeTree } from './isolation.js';
@@ -117,8 +117,8 @@ export async function runRunner(argv: string[]): Promise<number> {
   await server.close(options.shutdownGraceMs);
   await terminateAll(5_000);
   await recorderChecked; // its probe command is ours to wait for (bounded by the probe's 10 s)
-  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(() => {});
-  await fs.rm(socketPath, { force: true }).catch(() => {});
+  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(logFailed(log, 'stopping: removing the work root')); // EBUSY when a mount point
+  await fs.rm(socketPath, { force: true }).catch(logFailed(log, 'stopping: removing the socket'));
   log.info('stopped');
   log.flush();
   return 0;
@@ -132,7 +132,7 @@ function fileId(p: string): string | undefined {
     const st = statSync(p);
     return `${st.dev}:${st.ino}`;
   } catch {
-    return undefined;
+    return undefined; // no such file: no id to compare
   }
 }
 

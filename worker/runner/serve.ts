@@ -108,6 +108,6 @@ export async function serveRunner(socketPath: string, deps: ConnectionDeps, isol
 
 /** A socket file left by a runner that did not shut down cleanly; anything else is kept. */
 async function removeStaleSocket(socketPath: string): Promise<void> {
-  const st = await fs.lstat(socketPath).catch(() => undefined);
+  const st = await fs.lstat(socketPath).catch(() => undefined); // nothing there: nothing stale
   if (st?.isSocket()) await fs.unlink(socketPath);
 }

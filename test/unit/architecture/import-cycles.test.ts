@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { REPO_ROOT } from '../../helpers/paths.js';
+import { REPO_ROOT, tsFilesUnder } from '../../helpers/paths.js';
 
 /**
  * No import cycle anywhere in the tree (type-only imports included): configuration at the
@@ -16,15 +16,7 @@ const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'";]*?from\s+['"](\.[^'"]+)['"]|
 
 /** Relative imports of every .ts file under the roots of `root`: file → the files it imports. */
 export function importGraph(root: string): Map<string, string[]> {
-  const files: string[] = [];
-  const walk = (dir: string): void => {
-    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-      const p = path.join(dir, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (p.endsWith('.ts') && !p.endsWith('.d.ts')) files.push(p);
-    }
-  };
-  for (const r of ROOTS) if (fs.existsSync(path.join(root, r))) walk(path.join(root, r));
+  const files = tsFilesUnder(root, ROOTS);
   const graph = new Map<string, string[]>();
   for (const f of files) {
     const deps: string[] = [];
