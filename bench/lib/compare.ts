@@ -57,12 +57,16 @@ function describe(name: string, r: BenchRecord): string {
 /**
  * Two records' rows side by side as Markdown: B's rows in its order, then the rows only A has.
  * Rows are matched by scenario and case key (see `caseKey`); a row one side lacks shows `—`
- * (`failed` if its scenario failed there).
+ * (`failed` if its scenario failed there). Scenarios that an `--only` run of either side left out
+ * are not shown.
  */
 export function compareTable(a: BenchRecord, b: BenchRecord): string {
   const rowsA = keyed(a.rows);
   const rowsB = keyed(b.rows);
-  const keys = [...rowsB.keys(), ...[...rowsA.keys()].filter(k => !rowsB.has(k))];
+  // An --only run says nothing of the scenarios it left out: their rows are not compared.
+  const ran = (r: BenchRecord, row: Row) => !r.only || r.only.includes(row.scenario);
+  const both = (row: Row) => ran(a, row) && ran(b, row);
+  const keys = [...rowsB.keys(), ...[...rowsA.keys()].filter(k => !rowsB.has(k))].filter(k => both((rowsB.get(k) ?? rowsA.get(k))!));
   const lines = [describe('A', a), describe('B', b)];
   if (a.mode !== b.mode) lines.push(`A is a ${a.mode} run and B a ${b.mode} run: their inputs differ, and so do most cases.`);
   lines.push('', `| scenario | case | A: ${label(a)} | B: ${label(b)} | B − A |`, '|---|---|---|---|---|');

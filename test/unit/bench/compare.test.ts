@@ -56,6 +56,18 @@ test('two records side by side: B in its order, then rows only A has, failed sce
   ].join('\n'));
 });
 
+test('the scenarios an --only run left out are not compared', () => {
+  const a = benchRecord('a4b337b', [benchRow('split', 'YAML stream', 1.06, '×'), benchRow('ingest', 'realistic', 0.55, '×', false)]);
+  const b = benchRecord('f396b37', [benchRow('split', 'YAML stream', 0.77, '×')], { only: ['split'] });
+  assert.deepEqual(compareTable(a, b).split('\n').slice(1), [
+    'B: f396b37, full run of split of 2026-12-03 13:28 UTC, Node v20.20.2, AMD EPYC (2 cores), load average 1.4',
+    '',
+    '| scenario | case | A: a4b337b | B: f396b37 | B − A |',
+    '|---|---|---|---|---|',
+    '| split | YAML stream | 1.06× | 0.77× | -0.29× (-27 %) |',
+  ]);
+});
+
 test('two runs of the same mode have no warning line and no failures below the table', () => {
   const r = benchRecord('a4b337b', [benchRow('split', 'YAML stream', 1.06, '×')]);
   assert.equal(compareTable(r, { ...r, commit: 'f396b37' }), [
