@@ -9,11 +9,13 @@ export interface Results {
   rows: Row[];
   /** Scenarios that threw, with the message. */
   errors: { scenario: string; message: string }[];
+  /** The scenarios of an `--only` run; absent when every scenario ran. */
+  only?: string[];
 }
 
 const OP: Record<Row['target']['op'], string> = { '<=': '≤', '>=': '≥', '<': '<', '==': '=' };
 
-function figure(value: number, unit: string): string {
+export function figure(value: number, unit: string): string {
   const digits = unit === '×' || unit === '' ? 2 : unit === 'ms' && Math.abs(value) < 100 ? 2 : 0;
   const text = Number.isInteger(value) && unit !== '×' ? String(value) : value.toFixed(digits);
   return unit === '×' ? `${text}×` : unit ? `${text} ${unit}` : text;
@@ -25,7 +27,7 @@ const cell = (s: string) => s.replaceAll('|', '\\|');
 export function markdownTable(r: Results): string {
   const e = r.environment;
   const lines = [
-    `Measured ${e.date.slice(0, 16).replace('T', ' ')} UTC (${r.mode} run, ${r.durationSeconds.toFixed(0)} s) on ${e.cpu}, ` +
+    `Measured ${e.date.slice(0, 16).replace('T', ' ')} UTC (${r.mode} run${r.only ? ` of ${r.only.join(',')}` : ''}, ${r.durationSeconds.toFixed(0)} s) on ${e.cpu}, ` +
       `${e.cores} cores, ${e.memory} RAM, ${e.os}; Node ${e.node}, Redis ${e.redis}, ${e.gnuTar}; load average ${e.loadAverage ?? '?'} at the end.`,
     '',
     '| scenario | case | cmp-offload | baseline (same run) | result | target | met |',
@@ -43,12 +45,21 @@ export function markdownTable(r: Results): string {
 export const START = '<!-- bench:start -->';
 export const END = '<!-- bench:end -->';
 
-/** Replace the text between the bench markers of a page, docs/performance.md (added at the end if missing). */
-export function writeBenchTable(pagePath: string, table: string): void {
-  const text = fs.readFileSync(pagePath, 'utf8');
-  const block = `${START}\n${table}\n${END}`;
+/**
+ * `text` with everything between its bench markers replaced by `table`, the rest unchanged (the
+ * same table twice gives the same text). Throws if the markers are missing, out of order or
+ * repeated: a run must not guess where the table goes.
+ */
+export function replaceBenchTable(text: string, table: string, name = 'the page'): string {
   const a = text.indexOf(START);
   const b = text.indexOf(END);
-  const next = a >= 0 && b > a ? text.slice(0, a) + block + text.slice(b + END.length) : `${text.trimEnd()}\n\n${block}\n`;
-  fs.writeFileSync(pagePath, next);
+  if (a < 0 || b < 0 || b < a || text.indexOf(START, a + 1) >= 0 || text.indexOf(END, b + 1) >= 0) {
+    throw new Error(`${name} needs one ${START} line and, after it, one ${END} line around the bench table`);
+  }
+  return `${text.slice(0, a)}${START}\n${table}\n${text.slice(b)}`;
+}
+
+/** Replace the table between the bench markers of a page (docs/performance.md); throws as `replaceBenchTable`. */
+export function writeBenchTable(pagePath: string, table: string): void {
+  fs.writeFileSync(pagePath, replaceBenchTable(fs.readFileSync(pagePath, 'utf8'), table, pagePath));
 }
