@@ -7,6 +7,7 @@ import { codeOf, wrap } from '../../cmp/errors.js';
 import { metrics } from '../../cmp/observe/metrics.js';
 import { RequestTrace, timeStage } from '../../cmp/observe/request-trace.js';
 import { endRequestSpan, traceRequest } from '../../cmp/observe/request-spans.js';
+import { grpcCallFields, grpcFinishFields, serverCodeLevel, type GrpcCall } from '../../cmp/observe/grpc-log-fields.js';
 import { nowMs, parseTraceparent, tracingEnabled } from '../../cmp/observe/tracing.js';
 import { appNameOf } from '../../cmp/queue/keys.js';
 import { RPC_TEXT, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
@@ -36,6 +37,16 @@ export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toRespo
   return (call: ServerReadableStream<AppStreamRequest, Res>, callback: sendUnaryData<Res>): void => {
     const trace = new RequestTrace();
     const startMs = nowMs();
+    const grpc: GrpcCall = {
+      service: SERVICE,
+      method: RPC_METHOD[kind],
+      methodType: 'client_stream',
+      peer: call.getPeer(),
+      start: new Date(startMs),
+      deadline: call.getDeadline(),
+    };
+    // Argo's interceptor also logs "started call" (at info); ours is at debug, see docs/operations.md#request-log-line.
+    if (deps.log?.isLevelEnabled('debug')) deps.log.debug({ plugin: deps.pluginName, rpc: kind, ...grpcCallFields(grpc) }, 'started call');
     // Tracing: continue the repo-server's W3C trace context (gRPC metadata `traceparent`).
     if (tracingEnabled()) traceRequest(trace, parseTraceparent(call.metadata.get('traceparent')[0]));
     metrics.inflightRequests.inc();
@@ -49,7 +60,7 @@ export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toRespo
         },
       )
       .then(code => {
-        finish(deps, kind, trace, code);
+        finish(deps, kind, trace, code, grpc, nowMs() - startMs);
         if (trace.span) endRequestSpan(trace, `${SERVICE}/${RPC_METHOD[kind]}`, 2, spanAttributes(deps, kind, trace, code), code !== Status.OK, startMs);
       });
     deps.inflight.add(done);
@@ -77,14 +88,26 @@ function spanAttributes(deps: StreamingRpcDeps, kind: RpcKind, trace: RequestTra
   };
 }
 
-/** Count the request and write its one log line (no env values, no error texts: they may hold secrets). */
-function finish(deps: StreamingRpcDeps, kind: RpcKind, trace: RequestTrace, code: Status): void {
+/**
+ * Count the request and write its one log line (no env values, no error texts: they may hold
+ * secrets): our fields, then the ones Argo's gRPC logging interceptor writes, at its level for the code.
+ */
+function finish(deps: StreamingRpcDeps, kind: RpcKind, trace: RequestTrace, code: Status, grpc: GrpcCall, elapsedMs: number): void {
   const outcome = Status[code] ?? String(code);
   const durations = trace.durations();
   metrics.requests.inc({ rpc: kind, outcome });
   metrics.requestSeconds.observe({ rpc: kind }, durations.total! / 1000);
-  deps.log?.info(
-    { plugin: deps.pluginName, app: trace.app, rpc: kind, cache: trace.cache ?? 'none', outcome, bytes: trace.bytes, ms: durations },
+  deps.log?.[serverCodeLevel(code)](
+    {
+      plugin: deps.pluginName,
+      app: trace.app,
+      rpc: kind,
+      cache: trace.cache ?? 'none',
+      outcome,
+      bytes: trace.bytes,
+      ms: durations,
+      ...grpcFinishFields(grpc, code, elapsedMs),
+    },
     'request',
   );
 }

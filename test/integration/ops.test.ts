@@ -47,6 +47,31 @@ const logLines = (stderr: string, msg: string) =>
     .map(l => JSON.parse(l) as Record<string, any>)
     .filter(l => l.msg === msg);
 
+/** A request line's keys: logrus's, ours, then those of Argo's gRPC logging interceptor (no deadline sent). */
+const REQUEST_KEYS = [
+  'level', 'time', 'msg', 'name', 'service',
+  'plugin', 'app', 'rpc', 'cache', 'outcome', 'bytes', 'ms',
+  'protocol', 'grpc.component', 'grpc.service', 'grpc.method', 'grpc.method_type', 'peer.address', 'grpc.start_time', 'grpc.code', 'grpc.time_ms',
+];
+
+/** Argo's field values as go-grpc-middleware v2 writes them for a GenerateManifest call on the unix socket. */
+function assertArgoFields(l: Record<string, any>, code: string, level: string): void {
+  assert.equal(l.level, level);
+  assert.equal(l.protocol, 'grpc');
+  assert.equal(l['grpc.component'], 'server');
+  assert.equal(l['grpc.service'], 'plugin.ConfigManagementPluginService');
+  assert.equal(l['grpc.method'], 'GenerateManifest');
+  assert.equal(l['grpc.method_type'], 'client_stream');
+  assert.equal(l['peer.address'], '@');
+  assert.equal(l['grpc.code'], code);
+  const rfc3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)$/;
+  assert.match(l['grpc.start_time'], rfc3339);
+  if ('grpc.request.deadline' in l) assert.match(l['grpc.request.deadline'], rfc3339);
+  assert.equal(typeof l['grpc.time_ms'], 'string', 'a string, as fmt.Sprintf("%v", …) makes it');
+  assert.match(l['grpc.time_ms'], /^\d+(\.\d{1,3})?$/);
+  assert.ok(Number(l['grpc.time_ms']) >= l.ms.ingest, `${l['grpc.time_ms']} ms covers the ingest (${l.ms.ingest} ms)`);
+}
+
 describe('operations: standalone proxy', () => {
   let proxy: ProxyProcess;
   let client: CmpTestClient;
@@ -85,9 +110,10 @@ describe('operations: standalone proxy', () => {
   });
 
   test('after requests, /metrics has requests, stages, bytes and cache series with plausible values', async () => {
-    const call = () => generateCall(tgz, { TAG: 'm', TOKEN: SECRET }, { appName: 'guestbook' });
+    const call = (timeoutMs?: number) => generateCall(tgz, { TAG: 'm', TOKEN: SECRET }, { appName: 'guestbook', timeoutMs });
     assert.ok('value' in (await client.generate(call())));
-    assert.ok('value' in (await client.generate(call())));
+    // The second with a deadline, as the repo-server sends one: its line has grpc.request.deadline.
+    assert.ok('value' in (await client.generate(call(60_000))));
     const m = await scrape(port);
     assert.equal(m.get('cmp_offload_requests_total{rpc="generate",outcome="OK"}'), 2);
     assert.equal(m.get('cmp_offload_request_duration_seconds_count{rpc="generate"}'), 2);
@@ -124,6 +150,12 @@ describe('operations: standalone proxy', () => {
     assert.deepEqual([first!.cache, second!.cache], ['miss', 'hit']);
     assert.ok(typeof first!.ms.exec === 'number' && second!.ms.exec === undefined, 'the hit ran nothing');
     assert.ok(!proxy.stderr().includes(SECRET), 'an env value reached the log');
+    // Argo's gRPC interceptor fields, next to ours, exactly these keys.
+    assert.deepEqual(Object.keys(first!).sort(), [...REQUEST_KEYS].sort());
+    assert.deepEqual(Object.keys(second!).sort(), [...REQUEST_KEYS, 'grpc.request.deadline'].sort());
+    for (const l of [first!, second!]) assertArgoFields(l, 'OK', 'info');
+    const deadlineIn = Date.parse(second!['grpc.request.deadline']) - Date.parse(second!['grpc.start_time']);
+    assert.ok(deadlineIn >= 59_000 && deadlineIn <= 61_000, `deadline ${deadlineIn} ms after the start`);
   });
 
   test('exec timeouts and fatal kills are counted, and failed requests by their code', async () => {
@@ -135,6 +167,12 @@ describe('operations: standalone proxy', () => {
     assert.equal(m.get('cmp_offload_exec_timeouts_total'), 2);
     assert.equal(m.get('cmp_offload_exec_kills_total{reason="fatal_timeout"}'), 1);
     assert.equal(m.get('cmp_offload_requests_total{rpc="generate",outcome="UNKNOWN"}'), 2);
+    const failed = logLines(proxy.stderr(), 'request').filter(l => l.outcome === 'UNKNOWN');
+    assert.equal(failed.length, 2);
+    for (const l of failed) {
+      assert.deepEqual(Object.keys(l).sort(), [...REQUEST_KEYS].sort(), 'no grpc.error: error texts may hold secrets');
+      assertArgoFields(l, 'Unknown', 'error');
+    }
   });
 
   test('/readyz turns 503 naming the socket as soon as shutdown begins; the in-flight request still gets its manifests', async () => {
