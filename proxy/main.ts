@@ -92,6 +92,7 @@ export async function runProxy(argv: string[]): Promise<number> {
       processes: options.proxyProcesses,
       dispatcher,
       indexMemoBytes: options.indexMemoBytes,
+      spools: new SpoolStore(options.workRoot, { keepBytes: options.spoolKeepBytes }),
       graceMs: options.shutdownGraceMs,
       log,
       onFailure: () => {

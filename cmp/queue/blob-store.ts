@@ -8,18 +8,23 @@ import type { KeySpace } from './keys.js';
 const CHUNK_BYTES = 1024 * 1024;
 
 /**
- * Store a spooled tarball as the blob of its sha256, unless that blob exists already (then its
- * TTL is refreshed and nothing is sent). The bytes stream from disk in chunks into a key of
- * this upload alone, which is renamed into place at the end: concurrent uploads of the same
+ * Store a tarball (in memory, or spooled at a path) as the blob of its sha256, unless that blob
+ * exists already (then its TTL is refreshed and nothing is sent). A spooled one streams from
+ * disk in chunks into a key of this upload alone, which is renamed into place at the end: concurrent uploads of the same
  * content never interleave, and a blob is never seen half-written. Returns whether it uploaded.
  */
-export async function storeBlob(redis: RedisClient, keys: KeySpace, sha256: string, tgzPath: string, ttlMs: number): Promise<boolean> {
+export async function storeBlob(redis: RedisClient, keys: KeySpace, sha256: string, tgz: string | Uint8Array, ttlMs: number): Promise<boolean> {
   const key = keys.blob(sha256);
   if ((await redis.pexpire(key, ttlMs)) === 1) return false;
+  // A tarball in memory is one SET: never seen half-written either.
+  if (typeof tgz !== 'string') {
+    await redis.set(key, Buffer.from(tgz.buffer, tgz.byteOffset, tgz.byteLength), 'PX', ttlMs);
+    return true;
+  }
   const upload = keys.blobUpload(sha256, randomUUID());
   try {
     let first = true;
-    const stream = fs.createReadStream(tgzPath, { highWaterMark: CHUNK_BYTES });
+    const stream = fs.createReadStream(tgz, { highWaterMark: CHUNK_BYTES });
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       if (first) await redis.set(upload, chunk, 'PX', ttlMs);
       else await redis.append(upload, chunk);

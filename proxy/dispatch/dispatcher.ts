@@ -2,13 +2,21 @@ import type { AppPathsStore } from '../../cmp/cache/app-paths.js';
 import type { Ctx } from '../../cmp/context.js';
 import type { TracedRequest } from '../../cmp/cache/traced-key.js';
 import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
-import type { IngestedRepo } from '../ingest/receive-repo-stream.js';
 
 /**
- * What a dispatcher needs of an ingested tarball: its verified copy (held by the caller until
- * the answer), its sha256 and size. Plain data, so that it crosses to a coordinator process.
+ * What a dispatcher needs of an ingested, verified tarball: its sha256 and size, and its bytes.
+ * A small tarball stays in memory (`bytes`) and reaches the disk only when a run needs a file,
+ * so a cache hit writes nothing; a large one was spooled while it arrived. Both stay valid until
+ * the caller's release after the answer.
  */
-export type RepoRef = Pick<IngestedRepo, 'tgzPath' | 'checksum' | 'size'>;
+export interface RepoRef {
+  checksum: string;
+  size: number;
+  /** The whole tarball, when it was received into memory. */
+  bytes?: Uint8Array;
+  /** The tarball's file, written on first use when it is in memory. */
+  file(): Promise<string>;
+}
 
 /**
  * Where a verified request goes after ingest: run in-process (standalone mode) or through the

@@ -202,7 +202,7 @@ export class JobSubmission {
   private upload(repo: RepoRef): Promise<boolean> {
     let pending = this.uploads.get(repo.checksum);
     if (!pending) {
-      pending = storeBlob(this.d.redis, this.d.keys, repo.checksum, repo.tgzPath, this.d.ro.blobTtlMs);
+      pending = (repo.bytes ? Promise.resolve(repo.bytes) : repo.file()).then(tgz => storeBlob(this.d.redis, this.d.keys, repo.checksum, tgz, this.d.ro.blobTtlMs));
       this.uploads.set(repo.checksum, pending);
       const forget = () => this.uploads.delete(repo.checksum);
       pending.then(forget, forget);

@@ -54,7 +54,7 @@ export class LocalDispatcher implements Dispatcher {
 
   dispatch(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
     return answerWithCache(this.site, { kind: req.kind, key, traced, ctx }, async cached => {
-      if (!cached) return (await this.execute(req, repo, repo.tgzPath, ctx)).result;
+      if (!cached) return (await this.execute(req, repo, await repo.file(), ctx)).result;
       const start = (runCtx: Ctx) => this.runAndKeep(req, repo, runCtx, traced !== undefined, cached.keep);
       // provideGitCreds: the run asks the repo-server's askpass with this caller's nonce, which
       // ends with its call, so nobody else's call joins it (the cache still answers them).
@@ -76,7 +76,7 @@ export class LocalDispatcher implements Dispatcher {
    */
   private async runAndKeep(req: PluginRequest, repo: RepoRef, ctx: Ctx, traced: boolean, keep: (ran: Ran) => Promise<void>): Promise<PluginResult> {
     const own = path.join(this.engine.options.workRoot, `${randomUUID()}.tgz`);
-    await fs.link(repo.tgzPath, own);
+    await fs.link(await repo.file(), own);
     try {
       const sink: ReadSink | undefined = traced ? {} : undefined;
       const { result, unstored } = await this.execute(req, repo, own, ctx, sink);
@@ -112,7 +112,7 @@ export class LocalDispatcher implements Dispatcher {
       return { result, unstored: run.finish() };
     } catch (err) {
       if (err instanceof CmpError && err.kind === 'spoolChanged') {
-        await fs.rm(repo.tgzPath, { force: true });
+        await fs.rm(await repo.file(), { force: true });
       }
       throw err;
     } finally {

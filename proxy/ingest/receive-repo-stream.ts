@@ -7,7 +7,7 @@ import { metrics } from '../../cmp/observe/metrics.js';
 import { TreeIndexer, type TreeIndex } from '../../cmp/tar/tree-index.js';
 import type { AppStreamRequest, ManifestRequestMetadata } from '../../proto/generated/cmpserver/plugin/plugin.js';
 import type { IndexMemo } from './index-memo.js';
-import type { SpoolLease, SpoolStore } from './spool-store.js';
+import { copyOnDemand, type SpoolLease, type SpoolStore } from './spool-store.js';
 
 /** The slice of a grpc-js client-streaming call that ingest reads from. */
 export interface RepoStream {
@@ -21,8 +21,15 @@ export interface RepoStream {
 
 export interface IngestOptions {
   ctx: Ctx;
-  /** Where the raw tarball is spooled (mode 0600), inside the request's own work dir. */
+  /**
+   * Where the raw tarball is spooled (mode 0600) when it outgrows the receive buffer; the caller
+   * removes it after the request (`spooled` says whether it was made).
+   */
   tgzPath: string;
+  /** Told once the spool file at `tgzPath` is being written. */
+  spooled?: () => void;
+  /** The RPC's prefix for the error of a tarball in memory that cannot be written when a run needs it. */
+  receiveText?: string;
   /** Indexes of tarballs ingested lately: a tarball found there is only hashed. */
   memo: IndexMemo;
   /** The shared copies of tarballs in use or kept: a tarball found there is not spooled again. */
@@ -34,24 +41,32 @@ export interface IngestOptions {
 
 export interface IngestedRepo {
   metadata: ManifestRequestMetadata;
-  /** The shared copy of the tarball, kept until `release()`. */
-  tgzPath: string;
   /** sha256 hex of the gzip bytes, verified equal to metadata.checksum. */
   checksum: string;
   size: number;
+  /** The whole tarball when it fit in the receive buffer and no shared copy existed. */
+  bytes?: Buffer;
+  /** The shared copy of the tarball, written to the spool store on first use when in memory. */
+  file(): Promise<string>;
   /** The tree as the tarball describes it, or undefined when it could not be indexed. */
   index: TreeIndex | undefined;
-  /** Let go of the tarball at `tgzPath` (the request is done with it). */
+  /** Let go of the tarball (the request is done with it). */
   release(): Promise<void>;
 }
 
-/** Spool writes are batched: the repo-server's default chunk is 1 KiB. */
+/**
+ * The receive buffer: the repo-server's default chunk is 1 KiB, so spool writes are batched, and
+ * a tarball that ends within one batch is never written unless a run needs a file (a cache hit
+ * touches no disk).
+ */
 const SPOOL_BATCH_BYTES = 256 * 1024;
 
 /**
  * Receive one repo stream (docs/argo-contract.md#the-repo-stream): metadata first, then file chunks until the client
- * half-closes. While reading: sha256 of the bytes, spooling to disk, and the streaming tree index
- * (gunzip + tar parse). Memory stays bounded: the call is paused while the spool file drains.
+ * half-closes. While reading: sha256 of the bytes, the streaming tree index (gunzip + tar parse),
+ * and the bytes kept in a buffer of SPOOL_BATCH_BYTES: a tarball that fits stays in memory until
+ * the request ends, a larger one is spooled to disk. Memory stays bounded: the call is paused
+ * while the spool file drains.
  *
  * A known tarball (its claimed checksum names a remembered index) is only hashed: no tree index
  * is built. Nothing is spooled while the spool store holds a copy of it (a request in flight
@@ -117,8 +132,17 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       stream.resume();
     };
 
+    /** The spool file, opened when the tarball outgrows the buffer. */
+    const openSpool = (): fs.WriteStream => {
+      const file = fs.createWriteStream(opts.tgzPath, { mode: 0o600, flags: 'wx', highWaterMark: 4 * SPOOL_BATCH_BYTES });
+      file.on('error', err => fail(new CmpError(`error receiving tgz file: error writing tgz file: ${messageOf(err)}`), true));
+      opts.spooled?.();
+      return file;
+    };
+
     const flush = () => {
-      if (batchBytes === 0 || !spool) return;
+      if (batchBytes === 0) return;
+      spool ??= openSpool();
       const buf = batch.length === 1 ? batch[0]! : Buffer.concat(batch, batchBytes);
       batch = [];
       batchBytes = 0;
@@ -147,10 +171,6 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
         // A copy held or kept under the claimed checksum: a hint until the digest matches.
         lease = opts.spools.acquire(metadata.checksum);
         if (!known) indexer = new TreeIndexer({ maxExtractedBytes: opts.maxExtractedBytes, maxEntries: opts.maxEntries });
-        if (!lease) {
-          spool = fs.createWriteStream(opts.tgzPath, { mode: 0o600, highWaterMark: 4 * SPOOL_BATCH_BYTES });
-          spool.on('error', err => fail(new CmpError(`error receiving tgz file: error writing tgz file: ${messageOf(err)}`), true));
-        }
         // Go checks ctx before every Recv after the header: a context that was done before the
         // call began (no 'abort' event then) fails here, as it does when it ends mid-stream.
         if (opts.ctx.signal.aborted) onAbort();
@@ -164,7 +184,7 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       }
       hash.update(chunk);
       indexer?.write(chunk);
-      if (!spool) return;
+      if (lease) return;
       batch.push(chunk);
       batchBytes += chunk.length;
       if (batchBytes >= SPOOL_BATCH_BYTES) flush();
@@ -175,15 +195,21 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
     const onEnd = () => {
       if (failure) return finish(failure);
       if (!metadata) return finish(new CmpError('error receiving stream header: EOF'));
-      flush();
       const checksum = hash.digest('hex');
-      const spooled = spool;
-      if (spooled) spooled.end(() => void verified(checksum));
-      else void verified(checksum);
+      if (spool) {
+        flush();
+        spool.end(() => void verified(checksum));
+      } else {
+        // Within the buffer: the tarball stays in memory (nothing when a shared copy is held).
+        const bytes = lease ? undefined : batch.length === 1 ? batch[0]! : Buffer.concat(batch, batchBytes);
+        batch = [];
+        batchBytes = 0;
+        void verified(checksum, bytes);
+      }
     };
 
     /** Everything is received (and spooled): check the digest, find the index, share the copy. */
-    const verified = async (checksum: string) => {
+    const verified = async (checksum: string, bytes?: Buffer) => {
       if (settled) return;
       if (checksum !== metadata!.checksum) {
         return finish(new CmpError('error receiving tgz file: file checksum validation error'));
@@ -203,20 +229,31 @@ export function receiveRepoStream(stream: RepoStream, opts: IngestOptions): Prom
       if (settled) return;
       metrics.indexMemo.inc({ result: known ? 'hit' : 'miss' });
       if (index) opts.memo.remember(checksum, index);
+      if (bytes) return finish(undefined, inMemory(opts, metadata!, checksum, bytes, index));
       let copy: SpoolLease;
       try {
         copy = lease ?? (await opts.spools.adopt(checksum, opts.tgzPath, received));
       } catch {
-        // No shared copy (link refused): this request keeps its own, removed with its dir.
+        // No shared copy (link refused): this request keeps its own, removed by the caller.
         copy = { path: opts.tgzPath, release: () => Promise.resolve() };
       }
       lease = copy;
       if (settled) return void copy.release();
-      finish(undefined, { metadata: metadata!, tgzPath: copy.path, checksum, size: received, index, release: () => copy.release() });
+      const file = Promise.resolve(copy.path);
+      finish(undefined, { metadata: metadata!, checksum, size: received, index, file: () => file, release: () => copy.release() });
     };
 
     stream.on('data', onData);
     stream.on('error', onError);
     stream.on('end', onEnd);
   });
+}
+
+/** A tarball received into memory: a file (a shared copy in the spool store) only when asked for. */
+function inMemory(opts: IngestOptions, metadata: ManifestRequestMetadata, checksum: string, bytes: Buffer, index: TreeIndex | undefined): IngestedRepo {
+  const copy = copyOnDemand(opts.spools, checksum, bytes, err => {
+    const text = `error receiving tgz file: error writing tgz file: ${messageOf(err)}`;
+    return new CmpError(opts.receiveText ? `${opts.receiveText}: ${text}` : text);
+  });
+  return { metadata, checksum, size: bytes.length, bytes, index, ...copy };
 }

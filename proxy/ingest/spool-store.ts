@@ -88,12 +88,29 @@ export class SpoolStore {
     const own = path.join(this.dir, `${randomUUID()}.tgz`);
     await fs.link(spooled, own);
     this.opts.workPaths?.held(own);
+    return this.install(digest, own, bytes);
+  }
+
+  /** Make `bytes` (verified, received into memory) the shared copy of `digest`, or join the copy that exists. */
+  async adoptBytes(digest: string, bytes: Uint8Array): Promise<SpoolLease> {
+    const held = this.acquire(digest);
+    if (held) return held;
+    const own = path.join(this.dir, `${randomUUID()}.tgz`);
+    this.opts.workPaths?.held(own);
+    try {
+      await fs.writeFile(own, bytes, { mode: 0o600, flag: 'wx' });
+    } catch (err) {
+      await this.remove(own);
+      throw err;
+    }
+    return this.install(digest, own, bytes.length);
+  }
+
+  private async install(digest: string, own: string, bytes: number): Promise<SpoolLease> {
     const stamp = stampOf(await fs.stat(own));
     const raced = this.acquire(digest);
     if (raced) {
-      // force: only a failing disk errs here, and the race's winner serves anyway.
-      await fs.rm(own, { force: true }).catch(() => {});
-      this.opts.workPaths?.released(own);
+      await this.remove(own);
       return raced;
     }
     // At least a disk block each, so that the bound also bounds how many (empty ones included).
@@ -131,7 +148,7 @@ export class SpoolStore {
           }
         }
         metrics.spooledTarballs.set(this.files.size);
-        for (const f of gone) await this.remove(f);
+        for (const f of gone) await this.remove(f.path);
         // Copies dropped meanwhile (found changed) are gone too once a release settles.
         await Promise.all(this.removing);
       },
@@ -144,16 +161,34 @@ export class SpoolStore {
     metrics.spooledTarballs.set(this.files.size);
     if (file.refs > 0) return;
     this.keptBytes -= file.bytes;
-    const removal = this.remove(file);
+    const removal = this.remove(file.path);
     this.removing.add(removal);
     void removal.then(() => this.removing.delete(removal));
   }
 
-  private async remove(file: Spooled): Promise<void> {
+  private async remove(file: string): Promise<void> {
     // Never rejects (see SpoolLease): a file left behind goes with the work root at stop.
-    await fs.rm(file.path, { force: true }).catch(() => {});
-    this.opts.workPaths?.released(file.path);
+    await fs.rm(file, { force: true }).catch(() => {});
+    this.opts.workPaths?.released(file);
   }
+}
+
+/**
+ * A verified tarball held in memory whose shared copy is written on the first `file()` (a run
+ * needs one); `release()` lets go of that copy, if it was made. A failed write is `failed(err)`.
+ */
+export function copyOnDemand(
+  spools: SpoolStore,
+  digest: string,
+  bytes: Uint8Array,
+  failed: (err: unknown) => unknown = err => err,
+): { file(): Promise<string>; release(): Promise<void> } {
+  let copy: Promise<SpoolLease> | undefined;
+  return {
+    file: async () => (await (copy ??= spools.adoptBytes(digest, bytes).catch(err => Promise.reject(failed(err))))).path,
+    // A write that failed left no file: nothing to release.
+    release: async () => void (await copy?.then(c => c.release(), () => undefined)),
+  };
 }
 
 function intact(file: Spooled): boolean {

@@ -4,6 +4,7 @@ import { AggregatorRegistry, type Registry } from 'prom-client';
 import { logFailed, type Logger } from '../../cmp/log.js';
 import { registry } from '../../cmp/observe/metrics.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { SpoolStore } from '../ingest/spool-store.js';
 import type { ToCoordinator, ToIngest } from './hand-over.js';
 import { HandOvers, type Peer } from './hand-overs.js';
 
@@ -16,6 +17,8 @@ export interface IngestProcessesOptions {
   processes: number;
   dispatcher: Dispatcher;
   indexMemoBytes: number;
+  /** The coordinator's copies of tarballs that came in memory, for the runs that need a file. */
+  spools: SpoolStore;
   /** The grace period the ingest processes drain within (CMP_OFFLOAD_SHUTDOWN_GRACE). */
   graceMs: number;
   log: Logger;
@@ -43,7 +46,7 @@ export class IngestProcesses {
   private readonly workPaths = new Map<number, Set<string>>();
 
   constructor(private readonly opts: IngestProcessesOptions) {
-    this.handOvers = new HandOvers(opts.dispatcher, opts.indexMemoBytes);
+    this.handOvers = new HandOvers(opts.dispatcher, opts.indexMemoBytes, opts.spools);
   }
 
   /** Requests being answered now. */

@@ -17,6 +17,9 @@ import type { Prepared } from '../../cmp/split/prepared.js';
  * a traced request's tree index crosses once per tarball (the coordinator remembers it).
  */
 
+/** A verified tarball as it crosses: in memory (small), or the ingest process's shared copy. */
+export type WireRepo = Pick<RepoRef, 'checksum' | 'size'> & ({ bytes: Uint8Array } | { tgzPath: string });
+
 /** A traced request without its index, which the coordinator keeps by the tarball's sha256. */
 export type TracedRef = Omit<TracedRequest, 'index'> & {
   checksum: string;
@@ -35,7 +38,7 @@ export type ToCoordinator =
       t: 'dispatch';
       id: number;
       req: PluginRequest;
-      repo: RepoRef;
+      repo: WireRepo;
       key: string | undefined;
       /** Absolute, already moved earlier by Argo's buffer (the ingest process's ctx.deadline). */
       deadline: number | undefined;

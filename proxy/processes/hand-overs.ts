@@ -2,9 +2,10 @@ import { contextWithDeadline, type CtxHandle } from '../../cmp/context.js';
 import type { TracedRequest } from '../../cmp/cache/traced-key.js';
 import { RequestTrace } from '../../cmp/observe/request-trace.js';
 import { simpleIndexOf } from '../../cmp/tar/tree-index.js';
-import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { Dispatcher, RepoRef } from '../dispatch/dispatcher.js';
+import { copyOnDemand, type SpoolStore } from '../ingest/spool-store.js';
 import { IndexMemo } from '../ingest/index-memo.js';
-import { toWire, type ToCoordinator, type ToIngest } from './hand-over.js';
+import { toWire, type ToCoordinator, type ToIngest, type WireRepo } from './hand-over.js';
 import { preparedOf } from '../../cmp/split/prepared.js';
 
 /** One ingest process as the coordinator sees it. */
@@ -28,6 +29,8 @@ export class HandOvers {
   constructor(
     private readonly dispatcher: Dispatcher,
     memoBytes: number,
+    /** Where a tarball that came in memory is written when a run needs its file. */
+    private readonly spools: SpoolStore,
   ) {
     this.memo = new IndexMemo(memoBytes);
   }
@@ -90,8 +93,9 @@ export class HandOvers {
       trace.stageSpans = [];
     }
     this.running.set(key, ctx);
+    const repo = repoOf(msg.repo, this.spools);
     const answered = this.dispatcher
-      .dispatch(msg.req, msg.repo, msg.key, { signal: ctx.signal, deadline: ctx.deadline, trace }, traced)
+      .dispatch(msg.req, repo, msg.key, { signal: ctx.signal, deadline: ctx.deadline, trace }, traced)
       .then(
         result => {
           const prepared = result.kind === 'generate' ? preparedOf(result.manifests) : undefined;
@@ -99,7 +103,8 @@ export class HandOvers {
         },
         err => ({ error: toWire(err) }),
       )
-      .then(out => {
+      .then(async out => {
+        await repo.release();
         ctx.dispose();
         this.running.delete(key);
         from.send({ t: 'answer', id: msg.id, ...out, trace: trace.part() });
@@ -107,4 +112,13 @@ export class HandOvers {
     this.answering.add(answered);
     void answered.finally(() => this.answering.delete(answered));
   }
+}
+
+/** The dispatcher's view of a tarball handed over: one in memory is written here when a run needs a file. */
+function repoOf(wire: WireRepo, spools: SpoolStore): RepoRef & { release(): Promise<void> } {
+  if ('tgzPath' in wire) {
+    const file = Promise.resolve(wire.tgzPath);
+    return { checksum: wire.checksum, size: wire.size, file: () => file, release: () => Promise.resolve() };
+  }
+  return { checksum: wire.checksum, size: wire.size, bytes: wire.bytes, ...copyOnDemand(spools, wire.checksum, wire.bytes) };
 }

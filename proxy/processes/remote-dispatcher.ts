@@ -5,7 +5,7 @@ import type { Ctx } from '../../cmp/context.js';
 import { codeOf } from '../../cmp/errors.js';
 import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
 import type { Dispatcher, RepoRef } from '../dispatch/dispatcher.js';
-import { fromWire, type PathsOp, type ToCoordinator, type ToIngest, type TracedRef } from './hand-over.js';
+import { fromWire, type PathsOp, type ToCoordinator, type ToIngest, type TracedRef, type WireRepo } from './hand-over.js';
 import { prepare } from '../../cmp/split/prepared.js';
 
 /** Tarballs whose index this process has sent lately (the coordinator asks again if it dropped one). */
@@ -45,13 +45,15 @@ export class RemoteDispatcher implements Dispatcher {
     this.paths = remotePaths((op, args) => this.callPaths(op, args));
   }
 
-  dispatch(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
+  async dispatch(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, traced?: TracedRequest): Promise<PluginResult> {
+    const { checksum, size, bytes } = repo;
+    const wire: WireRepo = bytes ? { checksum, size, bytes } : { checksum, size, tgzPath: await repo.file() };
     const id = ++this.seq;
     const msg: Extract<ToCoordinator, { t: 'dispatch' }> = {
       t: 'dispatch',
       id,
       req,
-      repo: { tgzPath: repo.tgzPath, checksum: repo.checksum, size: repo.size },
+      repo: wire,
       key,
       deadline: ctx.deadline,
       span: ctx.trace?.span,

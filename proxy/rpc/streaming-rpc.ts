@@ -1,4 +1,4 @@
-import { randomInt, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { status as Status, type sendUnaryData, type ServerReadableStream } from '@grpc/grpc-js';
@@ -30,8 +30,8 @@ export interface StreamingRpcDeps extends AnswerDeps {
 }
 
 /**
- * One client-streaming RPC, in Argo's order (docs/argo-contract.md#generatemanifest, #matchrepository, #getparametersannouncement): request work dir,
- * receive + verify, then answer; the work dir is removed whatever happens.
+ * One client-streaming RPC, in Argo's order (docs/argo-contract.md#generatemanifest, #matchrepository, #getparametersannouncement):
+ * receive + verify, then answer; a spooled tarball is removed whatever happens.
  */
 export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toResponse: (r: PluginResult) => Res) {
   return (call: ServerReadableStream<AppStreamRequest, Res>, callback: sendUnaryData<Res>): void => {
@@ -97,7 +97,9 @@ function finish(deps: StreamingRpcDeps, kind: RpcKind, trace: RequestTrace, code
   const durations = trace.durations();
   metrics.requests.inc({ rpc: kind, outcome });
   metrics.requestSeconds.observe({ rpc: kind }, durations.total! / 1000);
-  deps.log?.[serverCodeLevel(code)](
+  const level = serverCodeLevel(code);
+  if (!deps.log?.isLevelEnabled(level)) return;
+  deps.log[level](
     {
       plugin: deps.pluginName,
       app: trace.app,
@@ -115,25 +117,31 @@ function finish(deps: StreamingRpcDeps, kind: RpcKind, trace: RequestTrace, code
 async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadableStream<AppStreamRequest, unknown>, trace: RequestTrace) {
   const deadline = call.getDeadline();
   const ctx = { ...contextWithDeadline(deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined), trace };
-  call.once('cancelled', () => ctx.cancel());
+  // Only while the request is handled: a caller gone after the answer cancels nothing.
+  const onCancelled = () => ctx.cancel();
+  call.once('cancelled', onCancelled);
   const text = RPC_TEXT[kind];
   const { options } = deps.engine;
+  // The request's work dir, as Argo names one: nothing is made there (index-answered patterns
+  // and error texts are rooted at it); a tarball larger than the receive buffer is spooled
+  // beside it, and a run extracts into a dir of its own.
   const dir = path.join(options.workRoot, randomUUID());
+  const tgzPath = `${dir}.tgz`;
+  let spooled = false;
   let repo: IngestedRepo | undefined;
   try {
-    try {
-      await fs.mkdir(dir, { recursive: true, mode: 0o755 });
-      deps.workPaths?.held(dir);
-    } catch (err) {
-      throw wrap(`${text.workdir}: error creating temp dir`, err);
-    }
     try {
       repo = await timeStage(
         'ingest',
         () =>
           receiveRepoStream(call, {
             ctx,
-            tgzPath: path.join(dir, String(randomInt(1, 2 ** 31))),
+            tgzPath,
+            receiveText: text.receive,
+            spooled: () => {
+              spooled = true;
+              deps.workPaths?.held(tgzPath);
+            },
             memo: deps.memo,
             spools: deps.spools,
             maxTarballBytes: options.limits.tarballBytes,
@@ -151,9 +159,12 @@ async function handle(deps: StreamingRpcDeps, kind: RpcKind, call: ServerReadabl
     metrics.ingestedBytes.inc(repo.size);
     return await answerRequest(deps, kind, repo, dir, ctx);
   } finally {
+    call.off('cancelled', onCancelled);
     ctx.dispose();
     await repo?.release();
-    await fs.rm(dir, { recursive: true, force: true, maxRetries: 3 });
-    deps.workPaths?.released(dir);
+    if (spooled) {
+      await fs.rm(tgzPath, { force: true, maxRetries: 3 });
+      deps.workPaths?.released(tgzPath);
+    }
   }
 }

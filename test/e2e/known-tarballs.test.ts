@@ -172,8 +172,11 @@ for (const mode of MODES) {
 
 for (const mode of MODES) {
   describe(`kept tarball copies: CMP_OFFLOAD_SPOOL_KEEP_BYTES (${mode})`, () => {
-    /** Room for three of the tarballs below (64 KiB of hex each, about 37 KiB gzipped). */
-    const KEEP = 3 * 40 * 1024;
+    /**
+     * Room for three of the tarballs below: 300 KiB of random bytes each (as large gzipped), over
+     * the 256 KiB receive buffer, since a smaller tarball stays in memory and is never written.
+     */
+    const KEEP = 3 * 310 * 1024;
     let server: CmpServer;
     let client: CmpTestClient;
 
@@ -190,7 +193,7 @@ for (const mode of MODES) {
       await server?.stop();
     });
 
-    const blob = () => buildTgz([{ name: 'app', type: 'dir' }, { name: 'app/blob.txt', content: randomBytes(32 * 1024).toString('hex') }]);
+    const blob = () => buildTgz([{ name: 'app', type: 'dir' }, { name: 'app/blob.bin', content: randomBytes(300 * 1024) }]);
     const generate = async (tgz: Buffer) => assert.deepEqual(await client.generate({ metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 1024) }), { value: { manifests: ['{}'], sourceType: '' } });
     /** The proxy's work root: the kept copies, once no request is in flight. */
     const kept = () => leftovers(server).filter(p => path.dirname(p) === server.workRoots[0]);

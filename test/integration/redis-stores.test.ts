@@ -55,6 +55,21 @@ test('a blob larger than one chunk is stored in pieces and fetched back byte for
   assert.equal((await redis.keys('{cmp-test}:blob-upload:*')).length, 0, 'upload keys are renamed away');
 });
 
+test('a tarball in memory is stored with one SET carrying its TTL, fetched back byte for byte, and not sent again', async () => {
+  const data = randomBytes(100_000);
+  const sha = createHash('sha256').update(data).digest('hex');
+  const [sets, appends, renames] = [await calls('set'), await calls('append'), await calls('rename')];
+  assert.equal(await storeBlob(redis, keys, sha, data.subarray(0), 30_000), true);
+  assert.deepEqual([await calls('set'), await calls('append'), await calls('rename')], [sets + 1, appends, renames], 'not one SET');
+  const ttl = await redis.pttl(keys.blob(sha));
+  assert.ok(ttl > 0 && ttl <= 30_000, `ttl ${ttl}`);
+  const out = path.join(dir, 'from-memory.tgz');
+  await fetchBlob(redis, keys, sha, data.length, out);
+  assert.ok(fs.readFileSync(out).equals(data));
+  assert.equal(await storeBlob(redis, keys, sha, data, 30_000), false, 'an existing blob was uploaded again');
+  assert.equal(await calls('set'), sets + 1);
+});
+
 /** How many times Redis has run `command` since it started (INFO commandstats). */
 async function calls(command: string): Promise<number> {
   const m = new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(await redis.info('commandstats'));
@@ -100,7 +115,7 @@ test('N concurrent requests of one proxy with the same tarball upload it once', 
     const requests = Array.from({ length: 5 }, (_, i) => {
       const tgzPath = path.join(dir, `spool-${i}.tgz`);
       fs.writeFileSync(tgzPath, data);
-      const repo = { metadata: { appName: `app${i}`, appRelPath: '.', checksum: sha, size: data.length, env: [] }, tgzPath, checksum: sha, size: data.length, index: undefined, release: () => Promise.resolve() };
+      const repo = { checksum: sha, size: data.length, file: () => Promise.resolve(tgzPath) };
       return dispatcher.dispatch({ kind: 'generate', appRelPath: '.', env: [{ name: 'ARGOCD_APP_NAME', value: `app${i}` }] }, repo, undefined, { signal: ac.signal, deadline: undefined });
     });
     // No worker runs here: once all five jobs wait, the callers give up and the jobs are removed.

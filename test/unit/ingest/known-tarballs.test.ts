@@ -55,6 +55,12 @@ function sha256(b: Buffer): string {
   return createHash('sha256').update(b).digest('hex');
 }
 
+/** A request whose run needed the tarball's file, then done. */
+async function used(repo: IngestedRepo): Promise<void> {
+  await repo.file();
+  await repo.release();
+}
+
 function stores(keepBytes = 0) {
   const dir = path.join(root, `store-${++serial}`);
   fs.mkdirSync(dir);
@@ -65,19 +71,50 @@ test('a known tarball held by a request in flight is neither spooled nor indexed
   const { memo, spools, dir } = stores();
   const first = ingest(memo, spools, TGZ);
   const a: IngestedRepo = await first.done;
-  assert.equal(path.dirname(a.tgzPath), dir, 'the verified tarball became the shared copy');
-  assert.deepEqual(fs.readFileSync(a.tgzPath), TGZ);
+  assert.equal(path.dirname(await a.file()), dir, 'the verified tarball became the shared copy');
+  assert.deepEqual(fs.readFileSync(await a.file()), TGZ);
   assert.equal(memo.stats().entries, 1);
   const second = ingest(memo, spools, TGZ);
   const b = await second.done;
   assert.equal(fs.existsSync(second.tgzPath), false, 'the known tarball was spooled again');
-  assert.equal(b.tgzPath, a.tgzPath);
+  assert.equal(b.bytes, undefined, 'the known tarball was received into memory again');
+  assert.equal(await b.file(), await a.file());
   assert.equal(b.index, a.index, 'the remembered index was not used');
   await a.release();
-  assert.ok(fs.existsSync(b.tgzPath), 'the copy went while a request held it');
+  assert.ok(fs.existsSync(await b.file()), 'the copy went while a request held it');
   await b.release();
   await b.release();
   assert.deepEqual(fs.readdirSync(dir), []);
+});
+
+test('a tarball within the receive buffer stays in memory: no file unless a run asks for one; a larger one is spooled while it arrives', async () => {
+  const { memo, spools, dir } = stores();
+  const small = ingest(memo, spools, TGZ);
+  const a = await small.done;
+  assert.deepEqual(a.bytes, TGZ);
+  assert.equal(fs.existsSync(small.tgzPath), false, 'a small tarball was spooled');
+  assert.deepEqual(fs.readdirSync(dir), [], 'a small tarball reached the spool store before a run asked');
+  await a.release();
+  assert.deepEqual(fs.readdirSync(dir), []);
+  // Random bytes do not compress: a tarball of 300 KiB, over the 256 KiB buffer.
+  const large = buildTgz([{ name: 'big.bin', content: randomBytes(300 * 1024) }]);
+  const spooled = ingest(memo, spools, large);
+  const b = await spooled.done;
+  assert.equal(b.bytes, undefined, 'a large tarball was kept in memory');
+  assert.ok(fs.existsSync(spooled.tgzPath), 'a large tarball was not spooled at its path');
+  assert.deepEqual(fs.readFileSync(await b.file()), large);
+  assert.equal(path.dirname(await b.file()), dir);
+  await b.release();
+  assert.deepEqual(fs.readdirSync(dir), []);
+});
+
+test('a tarball in memory that cannot be written when a run needs it fails with the receive error text, and leaves nothing', async () => {
+  const dir = path.join(root, `gone-${++serial}`);
+  const spools = new SpoolStore(dir);
+  const a = await ingest(new IndexMemo(1 << 20), spools, TGZ).done;
+  await assert.rejects(a.file(), (err: Error) => err.message.startsWith('error receiving tgz file: error writing tgz file: ENOENT'));
+  await a.release();
+  assert.equal(fs.existsSync(dir), false);
 });
 
 test('a known tarball nobody holds is spooled again but not indexed again', async () => {
@@ -86,7 +123,7 @@ test('a known tarball nobody holds is spooled again but not indexed again', asyn
   await a.release();
   const b = await ingest(memo, spools, TGZ).done;
   assert.equal(b.index, a.index);
-  assert.deepEqual(fs.readFileSync(b.tgzPath), TGZ);
+  assert.deepEqual(fs.readFileSync(await b.file()), TGZ);
   await b.release();
   assert.deepEqual(fs.readdirSync(dir), []);
 });
@@ -97,23 +134,22 @@ test('CMP_OFFLOAD_SPOOL_KEEP_BYTES: copies nobody holds are kept within the boun
   // Room for two of them (each under a disk block, so each counted as one), not three.
   assert.ok([t1, t2, t3].every(t => t.length < 4096));
   const { memo, spools, dir } = stores(2 * 4096 + 2048);
-  for (const t of [t1, t2]) await (await ingest(memo, spools, t).done).release();
+  for (const t of [t1, t2]) await used(await ingest(memo, spools, t).done);
   assert.equal(fs.readdirSync(dir).length, 2, 'both copies kept');
   // t1 again: its kept copy is used (nothing spooled) and becomes the most recently used.
   const again = ingest(memo, spools, t1);
   const a = await again.done;
-  assert.equal(fs.existsSync(again.tgzPath), false, 'a kept copy was spooled again');
-  assert.deepEqual(fs.readFileSync(a.tgzPath), t1);
+  assert.equal(a.bytes, undefined, 'a kept copy was received into memory again');
+  assert.deepEqual(fs.readFileSync(await a.file()), t1);
   await a.release();
   // A third: t2, the least recently used, goes.
-  const c = await ingest(memo, spools, t3).done;
-  await c.release();
+  await used(await ingest(memo, spools, t3).done);
   const kept = fs.readdirSync(dir).map(f => fs.readFileSync(path.join(dir, f)));
   assert.equal(kept.length, 2);
   assert.ok(kept.some(b => b.equals(t1)) && kept.some(b => b.equals(t3)), 'not t1 and t3 kept');
   // A copy larger than the bound is removed with its last holder.
   const big = await ingest(memo, spools, buildTgz([{ name: 'big.bin', content: randomBytes(16 * 1024) }])).done;
-  const bigPath = big.tgzPath;
+  const bigPath = await big.file();
   await big.release();
   assert.equal(fs.existsSync(bigPath), false, 'a copy over the bound was kept');
   // Other bytes under a kept copy's checksum: the checksum error, and the kept copy stays as it was.
@@ -122,21 +158,21 @@ test('CMP_OFFLOAD_SPOOL_KEEP_BYTES: copies nobody holds are kept within the boun
   await assert.rejects(ingest(memo, spools, corrupt, sha256(t3)).done, { message: 'error receiving tgz file: file checksum validation error' });
   assert.equal(fs.readdirSync(dir).length, 2);
   const d = await ingest(memo, spools, t3).done;
-  assert.deepEqual(fs.readFileSync(d.tgzPath), t3);
+  assert.deepEqual(fs.readFileSync(await d.file()), t3);
   await d.release();
 });
 
 test('an empty tarball is no exception: removed with its last holder without CMP_OFFLOAD_SPOOL_KEEP_BYTES, and counted as a disk block with it', async () => {
   const empty = Buffer.alloc(0);
   const off = stores(0);
-  await (await ingest(off.memo, off.spools, empty).done).release();
+  await used(await ingest(off.memo, off.spools, empty).done);
   assert.deepEqual(fs.readdirSync(off.dir), [], 'an empty copy outlived its request');
   // Room for two blocks: a third empty tarball (they are all one, so a non-empty one) evicts.
   const on = stores(2 * 4096);
-  await (await ingest(on.memo, on.spools, empty).done).release();
+  await used(await ingest(on.memo, on.spools, empty).done);
   const small = buildTgz([{ name: 'x', content: 'x' }]);
   const other = buildTgz([{ name: 'y', content: 'y' }]);
-  for (const t of [small, other]) await (await ingest(on.memo, on.spools, t).done).release();
+  for (const t of [small, other]) await used(await ingest(on.memo, on.spools, t).done);
   assert.equal(fs.readdirSync(on.dir).length, 2);
   assert.ok(!fs.readdirSync(on.dir).some(f => fs.statSync(path.join(on.dir, f)).size === 0), 'the empty copy, the least recently used, was kept');
 });
@@ -162,7 +198,7 @@ test('a kept copy found gone, replaced, resized or with another mtime is dropped
     const [name] = fs.readdirSync(dir);
     return path.join(dir, name!);
   };
-  await (await ingest(memo, spools, TGZ).done).release();
+  await used(await ingest(memo, spools, TGZ).done);
   const changes: Array<[string, (p: string) => void]> = [
     ['written and resized', p => fs.appendFileSync(p, 'x')],
     ['given another mtime', p => fs.utimesSync(p, new Date(), new Date(Date.now() - 60_000))],
@@ -176,20 +212,20 @@ test('a kept copy found gone, replaced, resized or with another mtime is dropped
     const before = copyOf();
     change(before);
     const again = await ingest(memo, spools, TGZ).done;
-    assert.notEqual(again.tgzPath, before, `a copy ${what} was reused`);
-    assert.deepEqual(fs.readFileSync(again.tgzPath), TGZ);
+    assert.notEqual((await again.file()), before, `a copy ${what} was reused`);
+    assert.deepEqual(fs.readFileSync(await again.file()), TGZ);
     await again.release();
-    assert.deepEqual(fs.readdirSync(dir), [path.basename(again.tgzPath)], `after a copy ${what}: only the new copy is left`);
+    assert.deepEqual(fs.readdirSync(dir), [path.basename(await again.file())], `after a copy ${what}: only the new copy is left`);
   }
   // Found changed while another request holds it: dropped, and removed by its last holder.
   const held = await ingest(memo, spools, TGZ).done;
-  fs.appendFileSync(held.tgzPath, 'x');
+  fs.appendFileSync((await held.file()), 'x');
   const next = await ingest(memo, spools, TGZ).done;
-  assert.notEqual(next.tgzPath, held.tgzPath);
+  assert.notEqual(await next.file(), await held.file());
   await held.release();
-  assert.ok(!fs.existsSync(held.tgzPath), 'the changed copy outlived its last holder');
+  assert.ok(!fs.existsSync(await held.file()), 'the changed copy outlived its last holder');
   await next.release();
-  assert.deepEqual(fs.readdirSync(dir), [path.basename(next.tgzPath)], 'the new copy is the one kept');
+  assert.deepEqual(fs.readdirSync(dir), [path.basename(await next.file())], 'the new copy is the one kept');
 });
 
 test('the memo keeps within its byte bound and drops the least recently used', () => {
