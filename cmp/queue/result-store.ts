@@ -3,10 +3,10 @@ import zlib from 'node:zlib';
 import type { RedisClient } from './redis-connection.js';
 import { splitPool } from '../split/split-pool.js';
 import type { PluginResult } from '../plugin/request.js';
+import { gunzipStored } from './gunzip-stored.js';
 import { sign, verify } from './signing.js';
 
 const gzip = promisify(zlib.gzip);
-const gunzip = promisify(zlib.gunzip);
 
 const MAGIC = Buffer.from('CMPR1');
 const SIG_BYTES = 32;
@@ -46,7 +46,7 @@ export async function decodeResult(signingKey: Buffer, redisKey: string, binding
   if (!verify(signingKey, DOMAIN, [redisKey, binding, payload], sig)) return undefined;
   let json: Buffer;
   try {
-    json = await gunzip(payload);
+    json = await gunzipStored(payload);
   } catch {
     return undefined; // signed but not gzip: malformed, see above
   }

@@ -4,10 +4,10 @@ import type { RedisClient } from './redis-connection.js';
 import { MAX_SHAPES_PER_KEY } from '../cache/shape-store.js';
 import { shapeIdOf, type Shape } from '../cache/read-set.js';
 import type { RecordedReads } from '../trace/read-recorder.js';
+import { gunzipStored } from './gunzip-stored.js';
 import { sign, verify } from './signing.js';
 
 const gzip = promisify(zlib.gzip);
-const gunzip = promisify(zlib.gunzip);
 
 const READS_DOMAIN = 'cmp-offload/reads/v1';
 const SHAPE_DOMAIN = 'cmp-offload/shape/v1';
@@ -27,12 +27,56 @@ export async function seal(signingKey: Buffer, parts: string[], value: unknown):
 
 export async function unseal(signingKey: Buffer, parts: string[], stored: Buffer): Promise<unknown> {
   if (stored.length < SIG_BYTES || stored.length > MAX_STORED_BYTES) return undefined;
+  const sig = stored.subarray(0, SIG_BYTES);
+  const memoKey = `${signerId(signingKey)}\0${parts.join('\0')}\0${sig.toString('base64')}`;
+  const known = opened.get(memoKey);
+  if (known !== undefined && known.stored.equals(stored)) {
+    opened.delete(memoKey);
+    opened.set(memoKey, known);
+    return known.value;
+  }
   const payload = stored.subarray(SIG_BYTES);
-  if (!verify(signingKey, parts[0]!, [...parts.slice(1), payload], stored.subarray(0, SIG_BYTES))) return undefined;
+  if (!verify(signingKey, parts[0]!, [...parts.slice(1), payload], sig)) return undefined;
+  let value: unknown;
   try {
-    return JSON.parse((await gunzip(payload, { maxOutputLength: MAX_STORED_BYTES })).toString('utf8'));
+    value = JSON.parse((await gunzipStored(payload, MAX_STORED_BYTES)).toString('utf8'));
   } catch {
     return undefined; // signed but does not open: as if nothing were stored
+  }
+  remember(memoKey, Buffer.from(stored), value);
+  return value;
+}
+
+/**
+ * Records opened lately, by key parts and signature, with the bytes they were opened from: a
+ * cache hit reads the same shapes and app records each time, and opening one (HMAC, gunzip,
+ * JSON) cost more than the hit itself. Only bytes equal to those that verified are answered
+ * from here. Bounded by MEMO_BYTES of stored bytes; callers treat the values as read-only.
+ */
+const opened = new Map<string, { stored: Buffer; value: unknown }>();
+let openedBytes = 0;
+const MEMO_BYTES = 8 * 1024 * 1024;
+
+const signerIds = new WeakMap<Buffer, number>();
+let signers = 0;
+/** Which signing key a memo entry verified under (tests use several). */
+function signerId(signingKey: Buffer): number {
+  let id = signerIds.get(signingKey);
+  if (id === undefined) signerIds.set(signingKey, (id = ++signers));
+  return id;
+}
+
+function remember(key: string, stored: Buffer, value: unknown): void {
+  if (stored.length > MEMO_BYTES / 8) return;
+  const old = opened.get(key);
+  if (old) openedBytes -= old.stored.length;
+  opened.delete(key);
+  opened.set(key, { stored, value });
+  openedBytes += stored.length;
+  for (const [k, v] of opened) {
+    if (openedBytes <= MEMO_BYTES) break;
+    opened.delete(k);
+    openedBytes -= v.stored.length;
   }
 }
 
