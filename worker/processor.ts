@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Status } from '../cmp/grpc-status.js';
-import { UnrecoverableError, WaitingError, type Job } from 'bullmq';
+import { DelayedError, UnrecoverableError, WaitingError, type Job } from 'bullmq';
 import type { RedisClient } from '../cmp/queue/redis-connection.js';
 import type { Ctx } from '../cmp/context.js';
 import { canceled, CmpError, codeOf, deadlineExceeded, messageOf, ourError } from '../cmp/errors.js';
@@ -59,6 +59,32 @@ export class RunnerUnreachable extends InfraError {}
  * runner is up).
  */
 export class RunnerBusy extends InfraError {}
+
+/**
+ * A job of another plugin spec (a rollout under way: proxies and workers of the old and the new
+ * plugin.yaml share the queue) goes back as a delayed job for a worker of its spec to take, each
+ * time a little later: 100 ms, doubled per hand-back up to 2 s (no busy loop between two workers
+ * of the wrong spec). It fails with versionSkew once the next try would come later than
+ * SKEW_WAIT_MS after its enqueue or SKEW_MARGIN_MS before its deadline, so that its caller still
+ * gets that error and not its own deadline.
+ */
+export const SKEW_FIRST_DELAY_MS = 100;
+export const SKEW_MAX_DELAY_MS = 2_000;
+export const SKEW_WAIT_MS = 120_000;
+export const SKEW_MARGIN_MS = 1_000;
+
+/** The delay of a job's next hand-back to a worker of its spec, or undefined when it must fail now (versionSkew). */
+export function skewDelay(handBacks: number, now: number, enqueuedAt: number, expiresAt: number): number | undefined {
+  const delay = Math.min(SKEW_MAX_DELAY_MS, SKEW_FIRST_DELAY_MS * 2 ** Math.min(handBacks, 16));
+  const giveUpAt = Math.min(enqueuedAt + SKEW_WAIT_MS, expiresAt - SKEW_MARGIN_MS);
+  return now + delay > giveUpAt ? undefined : delay;
+}
+
+/**
+ * A job handed back because it is of another plugin spec (moved to delayed by the processor
+ * itself): not a run, nothing recorded by BullMQ.
+ */
+class SkewHandBack extends DelayedError {}
 
 export interface ProcessorDeps {
   engine: Engine;
@@ -145,7 +171,8 @@ export function createProcessor(deps: ProcessorDeps) {
       return { key: ret.key };
     } catch (err) {
       // A plain Error is retried by BullMQ (infrastructure trouble); an UnrecoverableError is final.
-      outcome = err instanceof UnrecoverableError ? (trace.skipped ? 'skipped' : 'failed') : err instanceof WaitingError ? 'requeued' : 'retried';
+      outcome =
+        err instanceof UnrecoverableError ? (trace.skipped ? 'skipped' : 'failed') : err instanceof WaitingError ? 'requeued' : err instanceof SkewHandBack ? 'skew' : 'retried';
       throw err;
     } finally {
       metrics.concurrencyInUse.dec();
@@ -159,8 +186,8 @@ export function createProcessor(deps: ProcessorDeps) {
         const why = unrecorded === undefined ? {} : { ran: outcome, reason: unrecorded };
         log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome: final, ...why, attempt, lostWithWorker: job.stalledCounter ?? 0, ms: trace.durations() }, 'job');
       };
-      // A requeued job was moved by the processor itself: BullMQ records nothing more.
-      if (deps.runs && outcome !== 'requeued') {
+      // A requeued or handed-back job was moved by the processor itself: BullMQ records nothing more.
+      if (deps.runs && outcome !== 'requeued' && outcome !== 'skew') {
         const expected = outcome === 'completed' || outcome === 'cached' ? 'completed' : 'failed';
         deps.runs.expect(job, r => {
           if (r.as === expected) report(outcome);
@@ -178,6 +205,26 @@ export function createProcessor(deps: ProcessorDeps) {
     log.info({ jobId: job.id, why }, 'job handed back to the queue, not run here');
     await job.moveToWait(token);
     throw new WaitingError();
+  }
+
+  /**
+   * A job of another plugin spec: handed back (delayed) for a worker of its spec while the
+   * bounds allow (skewDelay), else failed with versionSkew. Its hand-backs so far are its
+   * starts beyond its recorded runs (BullMQ counts every move to active).
+   */
+  async function otherSpec(job: Job, token: string | undefined, data: JobRequest, binding: string): Promise<never> {
+    const jobId = job.id!;
+    const handBacks = Math.max(0, (job.attemptsStarted ?? 1) - 1 - endedRuns(job).total);
+    const now = Date.now();
+    const delay = skewDelay(handBacks, now, data.enqueuedAt, data.expiresAt);
+    const fields = { jobId, proxy: data.specDigest, worker: deps.specDigest, handBacks, waitedMs: now - data.enqueuedAt };
+    if (delay === undefined) {
+      log.warn(fields, 'plugin spec mismatch and no worker of the job\'s spec took it in time, job refused');
+      throw fail(jobId, binding, failureOf(ourError('versionSkew', data.plugin, data.specDigest, deps.specDigest)));
+    }
+    log.info({ ...fields, delayMs: delay }, 'job of another plugin spec handed back for a worker of its spec (a rollout under way?)');
+    await job.moveToDelayed(now + delay, token);
+    throw new SkewHandBack();
   }
 
   async function processJob(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn & { cached?: boolean }> {
@@ -207,7 +254,7 @@ export function createProcessor(deps: ProcessorDeps) {
     // This run is the last one allowed: its infrastructure failure is final, and says why.
     const lastRun = ended.total + 1 >= budget;
     const giveUp = (err: unknown): never => {
-      if (!lastRun || err instanceof UnrecoverableError || err instanceof WaitingError) throw err;
+      if (!lastRun || err instanceof UnrecoverableError || err instanceof WaitingError || err instanceof DelayedError) throw err;
       const earlier = lostRunsText(ended.lost, ended.failed);
       throw fail(jobId, binding, failureOf(ourError('jobGaveUp', jobId, data.plugin, ended.total + 1, `${earlier ? `${earlier}; ` : ''}the last: ${messageOf(err)}`)));
     };
@@ -232,10 +279,7 @@ export function createProcessor(deps: ProcessorDeps) {
         trace.stageSpans!.push({ name: 'queue_wait', startMs: Math.min(now, data.enqueuedAt), endMs: now });
       }
     }
-    if (data.specDigest !== deps.specDigest) {
-      log.warn({ jobId, proxy: data.specDigest, worker: deps.specDigest }, 'plugin spec mismatch, job refused');
-      throw fail(jobId, binding, failureOf(ourError('versionSkew', data.plugin, data.specDigest, deps.specDigest)));
-    }
+    if (data.specDigest !== deps.specDigest) return otherSpec(job, token, data, binding);
 
     const ac = new AbortController();
     let shutdown = false;

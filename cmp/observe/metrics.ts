@@ -153,7 +153,7 @@ export const metrics = {
   }),
   jobs: new Counter({
     name: 'cmp_offload_jobs_total',
-    help: 'Jobs a worker finished, by outcome: completed, cached (an identical job had stored the result), failed, retried, requeued (handed back unrun: the runner refused the connection), skipped (nobody waited), unrecorded (ran, but BullMQ could not record its end: lock lost; the job runs again).',
+    help: 'Jobs a worker finished, by outcome: completed, cached (an identical job had stored the result), failed, retried, requeued (handed back unrun: the runner refused the connection), skew (handed back unrun for a worker of the plugin spec of the job: a rollout under way), skipped (nobody waited), unrecorded (ran, but BullMQ could not record its end: lock lost; the job runs again).',
     labelNames: ['outcome'] as const,
     registers: [registry],
   }),

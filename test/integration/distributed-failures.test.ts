@@ -87,7 +87,7 @@ test('version skew between proxy and worker plugin specs: a clear error and no e
   });
   const client = openCmpClient(d.proxy.socketPath);
   try {
-    const outcome = await client.generate(generateCall(await tarballOf({ 'f.txt': 'x' }), { TAG: 'skewed' }));
+    const outcome = await client.generate(generateCall(await tarballOf({ 'f.txt': 'x' }), { TAG: 'skewed' }, { timeoutMs: 5_000 }));
     assertOurError('versionSkew', outcome, ['skew', ANY, ANY]);
     assert.equal(startsOf(markers, 'skewed').length, 0);
   } finally {

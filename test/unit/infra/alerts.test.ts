@@ -123,7 +123,7 @@ function exported(): Map<string, Map<string, Set<string> | null>> {
   return out;
 }
 /** Values the code gives a label (null: free). `outcome` is a gRPC status name on requests and a job outcome on jobs. */
-const JOB_OUTCOMES = ['completed', 'cached', 'failed', 'retried', 'requeued', 'skipped', 'unrecorded'];
+const JOB_OUTCOMES = ['completed', 'cached', 'failed', 'retried', 'requeued', 'skew', 'skipped', 'unrecorded'];
 const VALUES: Record<string, Set<string>> = {
   outcome: new Set([...Object.keys(Status).filter(k => isNaN(Number(k))), ...JOB_OUTCOMES]),
   state: new Set(Object.keys(QUEUE_STATES)),

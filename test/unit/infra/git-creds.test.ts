@@ -25,7 +25,7 @@ const patched = () =>
 
 test('the git-creds component: one patch of argocd-repo-server; the sidecar sees the request env\'s paths at the same place, read-only, and keeps its own /tmp', () => {
   const files = kustomizationFiles(path.join(KUSTOMIZE, COMPONENT));
-  assert.deepEqual(files, { resources: [], patches: ['repo-server-patch.yaml'], components: [] });
+  assert.deepEqual(files, { resources: [], patches: ['repo-server-patch.yaml'], components: [], generated: [] });
   const k = docsOf(`${COMPONENT}/kustomization.yaml`)[0]!;
   assert.equal(k.kind, 'Component');
   assert.deepEqual(k.patches[0].target, { group: 'apps', version: 'v1', kind: 'Deployment', name: REPO_SERVER });

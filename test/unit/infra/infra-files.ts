@@ -24,9 +24,13 @@ export function walk(dir: string, ext: RegExp): string[] {
   return out.sort();
 }
 
-/** Every YAML document under infra/kustomize (kustomizations included). */
+/** base/plugin.yaml: the plugin spec the base's configMapGenerator turns into cmp-offload-plugin-<hash>. */
+export const BASE_PLUGIN_YAML = path.join(KUSTOMIZE, 'base/plugin.yaml');
+export const basePluginYaml = (): string => fs.readFileSync(BASE_PLUGIN_YAML, 'utf8');
+
+/** Every YAML document under infra/kustomize (kustomizations included; not plugin.yaml, a generator's input). */
 export function allDocs(): Doc[] {
-  return walk(KUSTOMIZE, /\.ya?ml$/).flatMap(file =>
+  return walk(KUSTOMIZE, /\.ya?ml$/).filter(f => f !== BASE_PLUGIN_YAML).flatMap(file =>
     loadAll(fs.readFileSync(file, 'utf8'))
       .filter(d => d !== null && d !== undefined)
       .map(obj => ({ file: path.relative(KUSTOMIZE, file), obj: obj as Obj })),
@@ -36,13 +40,14 @@ export function allDocs(): Doc[] {
 export const isKustomization = (o: Obj) => o.kind === 'Kustomization' || o.kind === 'Component';
 
 /** Files a kustomization lists as resources or patches (local ones only). */
-export function kustomizationFiles(dir: string): { resources: string[]; patches: string[]; components: string[] } {
+export function kustomizationFiles(dir: string): { resources: string[]; patches: string[]; components: string[]; generated: string[] } {
   const k = load(fs.readFileSync(path.join(dir, 'kustomization.yaml'), 'utf8')) as Obj;
   const local = (xs: string[] | undefined) => (xs ?? []).filter(x => !/^https?:\/\//.test(x));
   return {
     resources: local(k.resources),
     patches: (k.patches ?? []).map((p: Obj) => p.path).filter(Boolean),
     components: local(k.components),
+    generated: (k.configMapGenerator ?? []).flatMap((g: Obj) => (g.files ?? []).map((f: string) => f.replace(/^[^=]*=/, ''))),
   };
 }
 

@@ -17,8 +17,8 @@ import { parsePluginConfig, socketFileName } from '../../../cmp/config/plugin-co
 import { bullmqKey, QUEUE_STATES } from '../../../cmp/observe/queue-depth.js';
 import { queueNameOf } from '../../../cmp/queue/keys.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
-import { kubectlSkip, requireKubectl } from './kubectl.js';
-import { allDocs, argoRepoServer, docsOf, documentedPatches, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
+import { kubectlSkip, renderKustomize, requireKubectl } from './kubectl.js';
+import { allDocs, argoRepoServer, basePluginYaml, docsOf, documentedPatches, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
 
 const MODELS: Record<string, new (o: any) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
@@ -36,7 +36,7 @@ const PATCHES = new Set([
   'components/repo-server-sidecar/repo-server-patch.yaml',
   'overlays/scale-to-zero/scaledobject-patch.yaml',
   ...['deployment', 'service', 'configmap', 'networkpolicy'].map(k => `components/external-redis/delete-redis-${k}.yaml`),
-  ...['redis-sentinel', 'redis-cluster'].flatMap(o => [`overlays/${o}/scaledobject-patch.yaml`, `overlays/${o}/worker-egress-patch.yaml`]),
+  ...['redis-sentinel', 'redis-cluster'].flatMap(o => [`overlays/${o}/triggers/scaledobject-patch.yaml`, `overlays/${o}/worker-egress-patch.yaml`]),
   'components/otlp/repo-server-patch.yaml',
   'components/otlp/worker-patch.yaml',
   'components/git-creds/repo-server-patch.yaml',
@@ -57,7 +57,13 @@ const runner = () => worker().spec.template.spec.containers.find((c: Obj) => c.n
 const patchedRepoServer = () => strategicMerge(argoRepoServer(), one('components/repo-server-sidecar/repo-server-patch.yaml', 'Deployment'));
 const sidecar = () => patchedRepoServer().spec.template.spec.containers.find((c: Obj) => c.name === 'cmp-offload') as Obj;
 const envOf = (c: Obj): Record<string, string> => Object.fromEntries((c.env ?? []).filter((e: Obj) => 'value' in e).map((e: Obj) => [e.name, e.value]));
-const pluginConfig = () => parsePluginConfig(one('base/plugin-configmap.yaml', 'ConfigMap').data['plugin.yaml']);
+const pluginConfig = () => parsePluginConfig(basePluginYaml());
+/** The ScaledObject a kustomization renders (its triggers' PLUGIN and DATABASE_INDEX filled in from base/settings.yaml). */
+const renderedScaledObject = (dir: string): Obj => {
+  const so = renderKustomize(path.join(KUSTOMIZE, dir)).find(o => o.kind === 'ScaledObject');
+  assert.ok(so, `${dir} renders no ScaledObject`);
+  return so;
+};
 
 test('every manifest under infra/kustomize parses and validates against the Kubernetes and KEDA schemas', () => {
   const docs = resources();
@@ -90,8 +96,8 @@ test('every kustomization lists files that exist, and every manifest file is lis
   const listed = new Set<string>();
   for (const k of walk(KUSTOMIZE, /^kustomization\.yaml$/)) {
     const dir = path.dirname(k);
-    const { resources: res, patches, components } = kustomizationFiles(dir);
-    for (const f of [...res, ...patches, ...components]) {
+    const { resources: res, patches, components, generated } = kustomizationFiles(dir);
+    for (const f of [...res, ...patches, ...components, ...generated]) {
       const p = path.resolve(dir, f);
       assert.ok(fs.existsSync(p), `${path.relative(KUSTOMIZE, k)} lists ${f}, which does not exist`);
       listed.add(p);
@@ -303,8 +309,9 @@ test('where plugin commands run (runner, sidecar), the traced cache\'s recorder 
   assert.equal(pluginConfig().metadata.annotations?.['cmp-offload.io/cache'], undefined, 'the example plugin keeps the default');
 });
 
-test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritized + delayed + active', () => {
-  const so = one('base/worker-scaledobject.yaml', 'ScaledObject');
+test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritized + delayed + active (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
+  const so = renderedScaledObject('base');
   const queue = queueNameOf(socketFileName(pluginConfig()));
   const prefix = compileOptions({ CMP_OFFLOAD_REDIS_URL: 'redis://r:6379' }).redis!.prefix;
   const byName = Object.fromEntries(so.spec.triggers.map((t: Obj) => [t.name, t]));
@@ -325,7 +332,8 @@ test('KEDA scales on the real BullMQ keys of the plugin queue: wait + prioritize
 const KEDA_REDIS_AUTH_PARAMS = new Set(['address', 'addresses', 'host', 'hosts', 'port', 'ports', 'username', 'password', 'sentinelUsername', 'sentinelPassword', 'sentinelMaster', 'tls', 'ca', 'cert', 'key', 'keyPassword']);
 const CONNECTION_METADATA = ['address', 'addresses', 'host', 'hosts', 'port', 'ports', 'addressFromEnv', 'addressesFromEnv', 'hostFromEnv', 'portFromEnv', 'username', 'password', 'usernameFromEnv', 'passwordFromEnv', 'enableTLS'];
 
-test('KEDA without traps: no replicas on the worker, one Secret for Redis (address, user, password, TLS), an explicit database index, no cluster domain', () => {
+test('KEDA without traps: no replicas on the worker, one Secret for Redis (address, user, password, TLS), an explicit database index, no cluster domain (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
   assert.equal(worker().spec.replicas, undefined, 'KEDA owns the replicas: a value here fights the HPA on every sync');
   const auth = one('base/redis-triggerauthentication.yaml', 'TriggerAuthentication');
   const urlRef = worker().spec.template.spec.containers[0].env.find((e: Obj) => e.name === 'CMP_OFFLOAD_REDIS_URL').valueFrom.secretKeyRef;
@@ -337,8 +345,8 @@ test('KEDA without traps: no replicas on the worker, one Secret for Redis (addre
   for (const p of Object.keys(params)) assert.ok(KEDA_REDIS_AUTH_PARAMS.has(p), `KEDA's redis scaler takes no auth parameter ${p}`);
   assert.equal(sidecar().env.find((e: Obj) => e.name === 'CMP_OFFLOAD_REDIS_URL').valueFrom.secretKeyRef.name, urlRef.name);
   const scaledObjects: [string, Obj][] = [
-    ['base', one('base/worker-scaledobject.yaml', 'ScaledObject')],
-    ...(['redis-sentinel', 'redis-cluster'] as const).map(o => [o, one(`overlays/${o}/scaledobject-patch.yaml`, 'ScaledObject')] as [string, Obj]),
+    ['base', renderedScaledObject('base')],
+    ...(['redis-sentinel', 'redis-cluster'] as const).map(o => [o, renderedScaledObject(`overlays/${o}`)] as [string, Obj]),
   ];
   for (const [where, so] of scaledObjects) {
     for (const t of so.spec.triggers) {
@@ -365,12 +373,13 @@ function replaceLists(base: Obj, patch: Obj): Obj {
 
 const HA_OVERLAYS = { 'redis-sentinel': 'redis-sentinel', 'redis-cluster': 'redis-cluster' } as const;
 
-test('the Sentinel and Cluster overlays scale on the same BullMQ keys with KEDA\'s redis-sentinel / redis-cluster scalers', () => {
-  const base = one('base/worker-scaledobject.yaml', 'ScaledObject');
+test('the Sentinel and Cluster overlays scale on the same BullMQ keys with KEDA\'s redis-sentinel / redis-cluster scalers (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
+  const base = renderedScaledObject('base');
   const queue = queueNameOf(socketFileName(pluginConfig()));
   const auth = one('base/redis-triggerauthentication.yaml', 'TriggerAuthentication').metadata.name;
   for (const [overlay, type] of Object.entries(HA_OVERLAYS)) {
-    const so = replaceLists(base, one(`overlays/${overlay}/scaledobject-patch.yaml`, 'ScaledObject'));
+    const so = renderedScaledObject(`overlays/${overlay}`);
     assert.doesNotThrow(() => validate(so), overlay);
     assert.deepEqual(so.spec.advanced, base.spec.advanced, `${overlay}: same formula and target`);
     assert.deepEqual(so.spec.triggers.map((t: Obj) => t.name), base.spec.triggers.map((t: Obj) => t.name), overlay);
@@ -409,7 +418,8 @@ test('the Sentinel and Cluster overlays remove the bundled Redis and let workers
   const base = one('base/worker-networkpolicy.yaml', 'NetworkPolicy');
   const dns = base.spec.egress[1];
   for (const overlay of Object.keys(HA_OVERLAYS)) {
-    assert.deepEqual(kustomizationFiles(path.join(KUSTOMIZE, `overlays/${overlay}`)).components, ['../../components/external-redis']);
+    const components = kustomizationFiles(path.join(KUSTOMIZE, `overlays/${overlay}`)).components;
+    assert.deepEqual(components.slice(0, 3), ['../../components/external-redis', 'triggers', '../../components/plugin-queue']);
     const np = replaceLists(base, one(`overlays/${overlay}/worker-egress-patch.yaml`, 'NetworkPolicy'));
     assert.doesNotThrow(() => validate(np), overlay);
     assert.deepEqual(np.spec.ingress, base.spec.ingress, `${overlay}: ingress unchanged`);
@@ -675,4 +685,79 @@ test('kubectl kustomize renders the monitoring components, the dashboard ConfigM
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }
+});
+
+/**
+ * A plugin.yaml change rolls proxy, worker and runners out together: the base generates the
+ * ConfigMap under a name hashed from plugin.yaml, and kustomize writes that name into every
+ * volume that references it (the worker pod's, the repo-server sidecar's).
+ */
+function pluginConfigMapNames(pluginYamlText: string): Record<string, string> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-rollout-'));
+  try {
+    fs.cpSync(KUSTOMIZE, path.join(tmp, 'kustomize'), { recursive: true });
+    fs.writeFileSync(path.join(tmp, 'kustomize/base/plugin.yaml'), pluginYamlText);
+    fs.mkdirSync(path.join(tmp, 'install'));
+    fs.writeFileSync(path.join(tmp, 'install/repo-server.yaml'), JSON.stringify(argoRepoServer()));
+    fs.writeFileSync(
+      path.join(tmp, 'install/kustomization.yaml'),
+      JSON.stringify({ resources: ['repo-server.yaml', '../kustomize/base'], components: ['../kustomize/components/repo-server-sidecar'] }),
+    );
+    const out = renderKustomize(path.join(tmp, 'install'));
+    const podVolumes = (name: string) => out.find(o => o.kind === 'Deployment' && o.metadata.name === name)!.spec.template.spec as Obj;
+    const readerOf = (pod: Obj, container: string): string => {
+      const mount = (pod.containers as Obj[]).find(c => c.name === container)!.volumeMounts.find((m: Obj) => m.subPath === 'plugin.yaml');
+      return (pod.volumes as Obj[]).find(v => v.name === mount.name)!.configMap.name;
+    };
+    const workerPod = podVolumes('cmp-offload-worker');
+    const repoPod = podVolumes('argocd-repo-server');
+    const generated = out.filter(o => o.kind === 'ConfigMap' && o.metadata.name.startsWith('cmp-offload-plugin'));
+    assert.equal(generated.length, 1);
+    assert.equal(generated[0]!.data['plugin.yaml'], pluginYamlText);
+    return {
+      configMap: generated[0]!.metadata.name,
+      proxy: readerOf(repoPod, 'cmp-offload'),
+      worker: readerOf(workerPod, 'worker'),
+      runner: readerOf(workerPod, 'runner'),
+      'runner-2': readerOf(workerPod, 'runner-2'),
+    };
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+test('a changed plugin.yaml changes the ConfigMap name that proxy, worker and runners read, so their pods roll out (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
+  const before = pluginConfigMapNames(basePluginYaml());
+  const after = pluginConfigMapNames(basePluginYaml().replace('tail -n 1', 'tail -n 2'));
+  for (const names of [before, after]) {
+    assert.match(names.configMap!, /^cmp-offload-plugin-[a-z0-9]{10}$/, 'no hash suffix');
+    for (const [reader, name] of Object.entries(names)) assert.equal(name, names.configMap, `${reader} reads another ConfigMap`);
+  }
+  assert.notEqual(after.configMap, before.configMap, 'an edit of plugin.yaml keeps the ConfigMap name: nothing would roll');
+  // The same plugin.yaml gives the same name: an unchanged spec restarts nothing.
+  assert.deepEqual(pluginConfigMapNames(basePluginYaml()), before);
+});
+
+test('the plugin queue is written once in infra/kustomize (base/settings.yaml) and matches plugin.yaml (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
+  const config = pluginConfig();
+  const queue = queueNameOf(socketFileName(config));
+  const settings = one('base/settings.yaml', 'ConfigMap');
+  assert.equal(settings.metadata.annotations['config.kubernetes.io/local-config'], 'true', 'the settings object must never be applied');
+  assert.equal(settings.data.plugin, queue, 'settings.yaml names another queue than plugin.yaml');
+  // plugin.yaml has the name (and version) by nature; besides it, only settings.yaml has them.
+  const files = walk(KUSTOMIZE, /\.ya?ml$/).map(f => path.relative(KUSTOMIZE, f));
+  const naming = (needle: string) => files.filter(f => fs.readFileSync(path.join(KUSTOMIZE, f), 'utf8').includes(needle));
+  assert.deepEqual(naming(queue), ['base/settings.yaml']);
+  assert.deepEqual(naming(config.metadata.name).sort(), ['base/plugin.yaml', 'base/settings.yaml']);
+  // And it reaches every trigger of every ScaledObject render, whatever the Redis.
+  for (const dir of ['base', 'overlays/scale-to-zero', 'overlays/redis-sentinel', 'overlays/redis-cluster']) {
+    const so = renderedScaledObject(dir);
+    for (const t of so.spec.triggers) {
+      assert.equal(t.metadata.listName.split(':')[1], queue, `${dir} ${t.name}`);
+      assert.doesNotMatch(JSON.stringify(t), /PLUGIN|DATABASE_INDEX/, `${dir} ${t.name}: a placeholder left`);
+    }
+  }
+  assert.equal(renderKustomize(path.join(KUSTOMIZE, 'base')).filter(o => o.metadata.name === 'cmp-offload-settings').length, 0, 'the settings object is rendered');
 });
