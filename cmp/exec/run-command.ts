@@ -4,13 +4,15 @@ import type { Socket } from 'node:net';
 import path from 'node:path';
 import { getSystemErrorName } from 'node:util';
 import { ctxErr, type Ctx } from '../context.js';
-import { CmpError, ourError } from '../errors.js';
-import { formatGoDuration } from '../config/go-duration.js';
+import { CmpError } from '../errors.js';
 import { spawnEnv } from './env.js';
-import { formatArgs, goQuote } from './go-quote.js';
-import { forkExecText, goTrimSpace, processStateText, signalText } from './go-exec-errors.js';
+import { goQuote } from './go-quote.js';
+import { forkExecText, processStateText, signalText } from './go-exec-errors.js';
 import { addReaper, groupAlive, signalReapedCommand, reapGroup, reaperExited, reaperTreeGone, setReaperGroup, signalGroup, track, untrack } from './process-groups.js';
 import { usableReaper } from './reaper.js';
+import { GROUP_CLEANUP_MS, Supervision, type SupervisionState } from './supervision.js';
+
+export { GROUP_CLEANUP_MS, SUPERVISION_STATES, type SupervisionState } from './supervision.js';
 
 export interface RunOptions {
   argv: string[];
@@ -42,12 +44,9 @@ export interface RunOptions {
    * group has its grace period (see cmp-trace.c).
    */
   wrap?(argv: readonly string[], file: string, cwd: string, env: Readonly<Record<string, string>>): { file: string; args: string[]; argv0: string } | undefined;
+  /** Told of each state the command's supervision enters, `running` first (supervision.ts; for tests: must not throw). */
+  onState?(state: SupervisionState): void;
 }
-
-/** Argo (v2.9+) gives a command's process group this long between SIGTERM and SIGKILL. */
-export const GROUP_CLEANUP_MS = 5_000;
-/** Stderr is only used for error messages: keep this much of its start and of its end. */
-const STDERR_KEEP_HALF = 32 * 1024;
 
 /**
  * Run one plugin command as argocd-cmp-server's runCommand does (docs/argo-contract.md#running-commands) and return its
@@ -83,14 +82,12 @@ export async function runCommand(opts: RunOptions): Promise<Buffer> {
 }
 
 /**
- * Wait for exit and both pipes closing, enforcing the deadline, the timeouts and the limits.
- * Under cmp-reap, `child` is the helper: the command's exit (or failed exec) comes on fd 3, and
- * group signals go through the helper (process-groups.ts), so that processes that left the
- * command's group get them too.
+ * Wait for exit and both pipes closing, enforcing the deadline, the timeouts and the limits:
+ * the process's events drive a `Supervision` (supervision.ts). Under cmp-reap, `child` is the
+ * helper: the command's exit (or failed exec) comes on fd 3, and group signals go through the
+ * helper (process-groups.ts), so that processes that left the command's group get them too.
  */
 function supervise(child: ChildProcess, file: string, opts: RunOptions, reaped: boolean, wrapped: boolean): Promise<Buffer> {
-  const { argv, ctx, execTimeoutMs, maxOutputBytes } = opts;
-  const fatalTimeoutMs = Math.max(0, opts.fatalTimeoutMs);
   return new Promise<Buffer>((resolve, reject) => {
     child.once('error', (err) => {
       // Only a failed spawn leaves no pid; later errors (a failed kill) change nothing.
@@ -98,150 +95,67 @@ function supervise(child: ChildProcess, file: string, opts: RunOptions, reaped: 
     });
     if (child.pid === undefined) return;
     const pgid: number = child.pid;
+    const { ctx } = opts;
     if (reaped) addReaper(pgid);
     track(pgid);
     // Only cmp-reap's own exit shows the whole tree gone; without it a process may live on unseen.
     ctx.trees?.started();
     child.once('exit', (code, signal) => ctx.trees?.ended(reaped && code === 0 && signal === null));
 
-    const stdout: Buffer[] = [];
-    let stdoutBytes = 0;
-    const stderr = new HeadTail(STDERR_KEEP_HALF);
-    let overflow = false;
-    let timedOut = false;
-    let fatal = false;
-    // The main process exited; `failure` is its Go ProcessState text unless it exited 0.
-    let exited = false;
-    let failure: string | undefined;
-    let pipesOpen = 2;
-    let finished = false;
-    // The ctx fired: the group is being reaped; `ctxKilled` if the main process was still running.
-    let ctxDone = false;
-    let ctxKilled = false;
     const timers: NodeJS.Timeout[] = [];
-
-    // Pipes held open by a process that escaped the group must not keep us waiting forever.
-    const dropPipes = () => {
-      child.stdout!.destroy();
-      child.stderr!.destroy();
-    };
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (overflow) return;
-      stdoutBytes += chunk.length;
-      if (stdoutBytes > maxOutputBytes) {
-        overflow = true;
-        stdout.length = 0;
-        signalGroup(pgid, 'SIGKILL');
-        dropPipes();
-        return;
-      }
-      stdout.push(chunk);
+    const onAbort = () => machine.aborted();
+    const machine = new Supervision({ ...opts, file, fatalTimeoutMs: Math.max(0, opts.fatalTimeoutMs) }, {
+      ...groupEffects(child, pgid, reaped, wrapped),
+      after: (ms, fn) => void timers.push(setTimeout(fn, ms)),
+      stop: () => {
+        for (const t of timers) clearTimeout(t);
+        ctx.signal.removeEventListener('abort', onAbort);
+      },
+      resolve,
+      reject,
+      onState: opts.onState,
     });
-    child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
-    const pipeClosed = () => {
-      pipesOpen--;
-      maybeFinish();
-    };
-    child.stdout!.once('close', pipeClosed);
-    child.stderr!.once('close', pipeClosed);
-    const onExit = (text: string | undefined) => {
-      if (exited) return;
-      exited = true;
-      failure = text;
-      maybeFinish();
-    };
-
-    let killMain: () => void;
-    if (!reaped) {
-      child.once('exit', (code, signal) => onExit(code === 0 ? undefined : processStateText(code, signal)));
-      killMain = () => child.kill(wrapped ? 'SIGUSR1' : 'SIGKILL');
-    } else {
-      killMain = () => {
-        if (wrapped && signalReapedCommand(pgid, 'SIGUSR1')) return;
-        // SIGUSR1: the helper SIGKILLs the command's main process (it knows whether it still runs).
-        for (const sig of ['SIGCONT', 'SIGUSR1'] as const) {
-          try {
-            process.kill(pgid, sig);
-          } catch {
-            // the helper is gone: so is the command
-          }
-        }
-      };
-      followReaper(child, pgid, {
-        exit: onExit,
-        execFailed: (err) => {
-          if (finished) return;
-          finished = true;
-          for (const t of timers) clearTimeout(t);
-          ctx.signal.removeEventListener('abort', onAbort);
-          dropPipes();
-          untrack(pgid);
-          reject(new CmpError(forkExecText(file, err)));
-        },
-      });
-    }
-
-    // Argo: exec.CommandContext SIGKILLs the main process while the plugin's goroutine sends
-    // SIGTERM to the group and SIGKILL 5 s later — both at once, so either signal may win.
-    // Once the main process has exited, Go's Wait no longer looks at ctx: killing the group just
-    // closes the pipes, and the exit status stands.
-    const onAbort = () => {
-      ctxDone = true;
-      ctxKilled = !exited;
-      if (ctxKilled) killMain();
-      void reapGroup(pgid, GROUP_CLEANUP_MS);
-      timers.push(setTimeout(dropPipes, GROUP_CLEANUP_MS + 1_000));
-    };
+    child.stdout!.on('data', (chunk: Buffer) => machine.stdout(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => machine.stderr(chunk));
+    child.stdout!.once('close', () => machine.pipeClosed());
+    child.stderr!.once('close', () => machine.pipeClosed());
+    if (!reaped) child.once('exit', (code, signal) => machine.exited(code === 0 ? undefined : processStateText(code, signal)));
+    else followReaper(child, pgid, { exit: (failure) => machine.exited(failure), execFailed: (err) => machine.execFailed(err) });
     ctx.signal.addEventListener('abort', onAbort, { once: true });
-
-    if (execTimeoutMs > 0) {
-      timers.push(
-        setTimeout(() => {
-          if (ctxDone) return;
-          timedOut = true;
-          signalGroup(pgid, 'SIGTERM');
-          timers.push(
-            setTimeout(() => {
-              fatal = true;
-              signalGroup(pgid, 'SIGKILL');
-              dropPipes();
-            }, fatalTimeoutMs),
-          );
-        }, execTimeoutMs),
-      );
-    }
-
-    function maybeFinish(): void {
-      if (!exited || pipesOpen > 0 || finished) return;
-      finished = true;
-      for (const t of timers) clearTimeout(t);
-      ctx.signal.removeEventListener('abort', onAbort);
-      // Daemons left in the group (and, under cmp-reap, those that left it) get what Argo sends
-      // the group at RPC end: SIGTERM, SIGKILL 5 s later.
-      if (!ctxDone) {
-        if (groupAlive(pgid)) void reapGroup(pgid, GROUP_CLEANUP_MS);
-        else untrack(pgid);
-      }
-      const args = formatArgs(argv);
-      if (overflow) {
-        reject(ourError('outputTooLarge', maxOutputBytes));
-      } else if (fatal) {
-        reject(new CmpError(`\`${args}\` failed fatal timeout after ${formatGoDuration(execTimeoutMs + fatalTimeoutMs)}`));
-      } else if (timedOut) {
-        reject(new CmpError(`\`${args}\` failed timeout after ${formatGoDuration(execTimeoutMs)}`));
-      } else if (failure !== undefined || ctxKilled) {
-        // Go (1.20+) reports ctx.Err() when the kill was delivered but the process still exited 0.
-        const cause = failure ?? ctxErr(ctx)!.message;
-        const trimmed = goTrimSpace(stderr.text());
-        reject(new CmpError(`\`${args}\` failed ${cause}${trimmed === '' ? '' : `: ${trimmed}`}`));
-      } else {
-        const out = Buffer.concat(stdout, stdoutBytes);
-        resolve(out.at(-1) === 0x0a ? out.subarray(0, -1) : out);
-      }
-    }
+    machine.start();
     // Last, so that a throwing callback cannot leave the process unsupervised.
     opts.onSpawn?.(pgid);
   });
+}
+
+/** The supervision's effects on the command's processes, tracked and signalled under `pgid`. */
+function groupEffects(child: ChildProcess, pgid: number, reaped: boolean, wrapped: boolean) {
+  return {
+    signalGroup: (signal: NodeJS.Signals) => signalGroup(pgid, signal),
+    // SIGUSR1 to a wrapper: it SIGKILLs the command and lives on (see RunOptions.wrap).
+    killMain: reaped ? () => killReapedMain(pgid, wrapped) : () => void child.kill(wrapped ? 'SIGUSR1' : 'SIGKILL'),
+    reapGroup: () => void reapGroup(pgid, GROUP_CLEANUP_MS),
+    releaseGroup: () => (groupAlive(pgid) ? void reapGroup(pgid, GROUP_CLEANUP_MS) : untrack(pgid)),
+    untrack: () => untrack(pgid),
+    // Pipes held open by a process that escaped the group must not keep us waiting forever.
+    dropPipes: () => {
+      child.stdout!.destroy();
+      child.stderr!.destroy();
+    },
+  };
+}
+
+/** Kill the main process of a command run under cmp-reap (`pid`: the helper's). */
+function killReapedMain(pid: number, wrapped: boolean): void {
+  if (wrapped && signalReapedCommand(pid, 'SIGUSR1')) return;
+  // SIGUSR1: the helper SIGKILLs the command's main process (it knows whether it still runs).
+  for (const sig of ['SIGCONT', 'SIGUSR1'] as const) {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // the helper is gone: so is the command
+    }
+  }
 }
 
 /**
@@ -371,39 +285,4 @@ function startErrorText(file: string, err: unknown): string {
   // Node's own argument checks (a NUL in argv or cwd) have no errno; Go's syscall says EINVAL.
   if (typeof e.errno !== 'number') return `fork/exec ${file}: invalid argument`;
   return forkExecText(file, e);
-}
-
-/** Keeps the first and last `half` bytes of a stream, counting what was dropped between. */
-class HeadTail {
-  private readonly head: Buffer[] = [];
-  private headBytes = 0;
-  private tail: Buffer[] = [];
-  private tailBytes = 0;
-  private total = 0;
-
-  constructor(private readonly half: number) {}
-
-  push(chunk: Buffer): void {
-    this.total += chunk.length;
-    if (this.headBytes < this.half) {
-      const take = chunk.subarray(0, this.half - this.headBytes);
-      this.head.push(take);
-      this.headBytes += take.length;
-      chunk = chunk.subarray(take.length);
-    }
-    if (chunk.length === 0) return;
-    this.tail.push(chunk);
-    this.tailBytes += chunk.length;
-    while (this.tailBytes - this.tail[0]!.length >= this.half) this.tailBytes -= this.tail.shift()!.length;
-  }
-
-  /** The whole text when nothing was dropped (decoded in one piece, so UTF-8 stays intact). */
-  text(): string {
-    const head = Buffer.concat(this.head, this.headBytes);
-    const tailAll = Buffer.concat(this.tail, this.tailBytes);
-    const tail = tailAll.subarray(Math.max(0, tailAll.length - this.half));
-    const omitted = this.total - head.length - tail.length;
-    if (omitted === 0) return Buffer.concat([head, tail]).toString('utf8');
-    return `${head.toString('utf8')}\n... [${omitted} bytes of stderr omitted] ...\n${tail.toString('utf8')}`;
-  }
 }
