@@ -67,10 +67,7 @@ export async function runProxy(argv: string[]): Promise<number> {
   }
 
   // Tracing (off unless ARGOCD_CMP_SERVER_OTLP_ADDRESS is set: then, and only then, the exporter is loaded).
-  if (options.otlp) {
-    (await import('../cmp/observe/otlp-exporter.js')).startOtlpTracing(options.otlp, 'argocd-cmp-server', log);
-    log.info({ address: options.otlp.address, insecure: options.otlp.insecure }, 'tracing: exporting spans over OTLP/gRPC');
-  }
+  if (options.otlp) await (await import('../cmp/observe/otel-sdk.js')).startTracing(options.otlp, 'argocd-cmp-server', log);
   const pluginName = pluginFile.replace(/\.sock$/, '');
   const specDigest = pluginSpecDigest(engine.config);
   const dispatcher: Dispatcher = options.redis
