@@ -125,11 +125,8 @@ async function startUpLines(log: Started['log'], engine: Started['engine']): Pro
   if (!discoveryConfigured(engine.config)) {
     log.info('No discovery configuration is defined for plugin %s. To use this plugin, specify "spec.source.plugin.name" in the Application.', engine.config.metadata.name);
   }
-  // Tracing (off unless ARGOCD_CMP_SERVER_OTLP_ADDRESS is set: then, and only then, the exporter is loaded).
-  if (options.otlp) {
-    (await import('../cmp/observe/otlp-exporter.js')).startOtlpTracing(options.otlp, 'argocd-cmp-server', log);
-    log.info({ address: options.otlp.address, insecure: options.otlp.insecure }, 'tracing: exporting spans over OTLP/gRPC');
-  }
+  // Tracing (off unless an OTLP endpoint is set: then, and only then, the SDK is loaded).
+  if (options.otlp) await (await import('../cmp/observe/otel-sdk.js')).startTracing(options.otlp, 'argocd-cmp-server', log);
 }
 
 /** The dispatcher: the local pool (standalone) or the Redis queue (distributed). */

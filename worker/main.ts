@@ -33,10 +33,7 @@ export async function runWorker(argv: string[]): Promise<number> {
   const stopSignal = untilStopSignal(log, 'no new jobs');
   const { options } = engine;
   // Tracing (off unless ARGOCD_CMP_SERVER_OTLP_ADDRESS is set: then, and only then, the exporter is loaded).
-  if (options.otlp) {
-    (await import('../cmp/observe/otlp-exporter.js')).startOtlpTracing(options.otlp, 'cmp-offload-worker', log);
-    log.info({ address: options.otlp.address, insecure: options.otlp.insecure }, 'tracing: exporting spans over OTLP/gRPC');
-  }
+  if (options.otlp) await (await import('../cmp/observe/otel-sdk.js')).startTracing(options.otlp, 'cmp-offload-worker', log);
   const gate = options.runnerSocket === IN_PROCESS ? undefined : new RunnerGate(options.runnerSockets, options.redis!.timeoutMs, log);
   const localExecute = gate ? undefined : await inProcessExecutor(engine, log);
   const ro = options.redis!;

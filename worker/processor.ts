@@ -24,9 +24,6 @@ import { countWaiters } from '../cmp/queue/waiters.js';
 import { relayedGitCreds } from './git-creds-source.js';
 import type { RecordedRuns } from './recorded-runs.js';
 
-/** Tracing: when a traced job's span starts (its enqueue time: the job span holds its queue wait). */
-const jobSpanStart = new WeakMap<RequestTrace, number>();
-
 /** Reasons given to `worker.cancelJob`: a caller's context error, or this worker going away. */
 export type AbortReason = 'deadline' | 'canceled' | 'shutdown';
 
@@ -179,9 +176,9 @@ export function createProcessor(deps: ProcessorDeps) {
       const attempt = job.attemptsMade + 1;
       const report = (final: string, unrecorded?: string) => {
         metrics.jobs.inc({ outcome: final });
-        if (trace.span) {
+        if (trace.stageSpans) {
           const attributes = { 'cmp.plugin': deps.queue, 'cmp.app': trace.app, 'cmp.rpc': job.name, 'cmp.outcome': final, 'cmp.attempt': attempt };
-          endRequestSpan(trace, `cmp-offload job ${job.name}`, 5, attributes, final !== 'completed' && final !== 'cached', jobSpanStart.get(trace)!);
+          endRequestSpan(trace, attributes, final !== 'completed' && final !== 'cached');
         }
         const why = unrecorded === undefined ? {} : { ran: outcome, reason: unrecorded };
         log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome: final, ...why, attempt, lostWithWorker: job.stalledCounter ?? 0, ms: trace.durations() }, 'job');
@@ -272,11 +269,14 @@ export function createProcessor(deps: ProcessorDeps) {
       trace.app = appNameOf(data.env);
       trace.bytes = data.size;
       trace.addStage('queue_wait', Math.max(0, Date.now() - data.enqueuedAt));
-      // Tracing: this job continues the proxy's request span (signed into the job).
-      if (tracingEnabled() && traceRequest(trace, parseTraceparent(data.traceparent))) {
+      // Tracing: this job continues the proxy's request span (signed into the job), from its
+      // enqueue time (the job span holds its queue wait); the sampler follows the request's decision.
+      if (tracingEnabled()) {
         const now = nowMs();
-        jobSpanStart.set(trace, Math.min(now, data.enqueuedAt));
-        trace.stageSpans!.push({ name: 'queue_wait', startMs: Math.min(now, data.enqueuedAt), endMs: now });
+        const startMs = Math.min(now, data.enqueuedAt);
+        if (traceRequest(trace, `cmp-offload job ${job.name}`, 'consumer', startMs, parseTraceparent(data.traceparent))) {
+          trace.stageSpans!.push({ name: 'queue_wait', startMs, endMs: now });
+        }
       }
     }
     if (data.specDigest !== deps.specDigest) return otherSpec(job, token, data, binding);

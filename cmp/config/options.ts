@@ -152,8 +152,9 @@ export interface Options {
   /** The runner's own settings (worker/runner/isolation.ts). */
   runner: RunnerOptions;
   /**
-   * OpenTelemetry tracing, Argo CD's settings under the cmp-server's names: on when
-   * ARGOCD_CMP_SERVER_OTLP_ADDRESS is set (proxy and worker), undefined (off) otherwise.
+   * OpenTelemetry tracing: on when an OTLP endpoint is set (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+   * OTEL_EXPORTER_OTLP_ENDPOINT or Argo CD's ARGOCD_CMP_SERVER_OTLP_ADDRESS) and
+   * OTEL_SDK_DISABLED is not `true`; undefined (off) otherwise.
    */
   otlp: OtlpOptions | undefined;
   /** `cmp-offload keeper`'s own settings (CMP_OFFLOAD_KEEPER_*); compiled for every role, used by the keeper only. */
@@ -186,15 +187,33 @@ export interface KeeperOptions {
 /** Where Kubernetes mounts a pod's service account credentials. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
+/** OTEL_EXPORTER_OTLP_TRACES_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL. */
+export const OTLP_PROTOCOLS = ['grpc', 'http/protobuf', 'http/json'] as const;
+export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
+
+/** OTEL_TRACES_SAMPLER. */
+export const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+export type SamplerName = (typeof SAMPLERS)[number];
+
+/**
+ * Tracing (cmp/observe/otel-sdk.ts). The OpenTelemetry exporter reads the standard
+ * OTEL_EXPORTER_OTLP_* variables itself (endpoint, headers, certificates, insecure, timeout,
+ * compression); what is here decides whether tracing is on, the protocol and the sampler, and
+ * fills in Argo CD's settings where the standard one is unset.
+ */
 export interface OtlpOptions {
-  /** ARGOCD_CMP_SERVER_OTLP_ADDRESS: the collector's OTLP/gRPC `host:port`. */
-  address: string;
-  /** ARGOCD_CMP_SERVER_OTLP_INSECURE (default true, as Argo CD): plaintext instead of TLS. */
-  insecure: boolean;
-  /** ARGOCD_CMP_SERVER_OTLP_HEADERS: `key1=value1,key2=value2`, sent as gRPC metadata with every export. */
-  headers: Record<string, string>;
-  /** ARGOCD_CMP_SERVER_OTLP_ATTRS: `key:value,…`, added to the resource of every span. */
+  protocol: OtlpProtocol;
+  /** Where spans go, for the start log line: the standard endpoint variable's value, else Argo's address. */
+  endpoint: string;
+  /** ARGOCD_CMP_SERVER_OTLP_ADDRESS as the exporter's URL, when no standard endpoint variable is set. */
+  url: string | undefined;
+  /** ARGOCD_CMP_SERVER_OTLP_HEADERS, when neither standard headers variable is set (`key=value`, as gRPC metadata or HTTP headers). */
+  headers: Record<string, string> | undefined;
+  /** ARGOCD_CMP_SERVER_OTLP_ATTRS: `key:value,…`, added to the resource (OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME win). */
   attrs: Record<string, string>;
+  /** OTEL_TRACES_SAMPLER (default parentbased_always_on) and OTEL_TRACES_SAMPLER_ARG (the ratio, default 1). */
+  sampler: SamplerName;
+  ratio: number;
 }
 
 /** CMP_OFFLOAD_RUNNER_SOCKET's value for plugin commands run inside the worker process. */
@@ -544,23 +563,50 @@ function argoMaxMessageBytes(raw: string | undefined): number {
 }
 
 /**
- * Argo CD's OTLP settings (argocd-cmp-server's flags `--otlp-address`, `--otlp-insecure`,
- * `--otlp-headers`, `--otlp-attrs` read these variables), with Argo's leniency: an invalid
- * boolean or header list means the default.
+ * Tracing's settings: the standard OpenTelemetry variables, with Argo CD's OTLP settings
+ * (argocd-cmp-server's flags `--otlp-address`, `--otlp-insecure`, `--otlp-headers`,
+ * `--otlp-attrs` read these variables) as aliases: a standard variable that is set wins. Argo's
+ * keep Argo's leniency (an invalid boolean or header list means the default); the standard
+ * protocol and sampler are checked.
  */
 function otlpOptions(env: Env): OtlpOptions | undefined {
-  const address = (env.ARGOCD_CMP_SERVER_OTLP_ADDRESS ?? '').trim();
-  if (address === '') return undefined;
+  const set = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
+  if (set(env.OTEL_SDK_DISABLED)?.toLowerCase() === 'true') return undefined;
+  const standard = set(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) ?? set(env.OTEL_EXPORTER_OTLP_ENDPOINT);
+  const address = set(env.ARGOCD_CMP_SERVER_OTLP_ADDRESS);
+  if (standard === undefined && address === undefined) return undefined;
+  // Argo's address is OTLP/gRPC; the standard endpoints default to the standard protocol.
+  const protocolName = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const protocol = oneOf(env, protocolName, OTLP_PROTOCOLS, standard === undefined ? 'grpc' : 'http/protobuf');
+  let url: string | undefined;
+  if (standard === undefined) {
+    // A scheme picks plaintext or TLS; without one the exporter follows OTEL_EXPORTER_OTLP_INSECURE.
+    const standardInsecure = set(env.OTEL_EXPORTER_OTLP_TRACES_INSECURE) ?? set(env.OTEL_EXPORTER_OTLP_INSECURE);
+    const scheme = goBool(env.ARGOCD_CMP_SERVER_OTLP_INSECURE, true) ? 'http://' : 'https://';
+    if (protocol !== 'grpc') url = `${scheme}${address}/v1/traces`;
+    else url = standardInsecure !== undefined ? address : `${scheme}${address}`;
+  }
+  const standardHeaders = set(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS) ?? set(env.OTEL_EXPORTER_OTLP_HEADERS);
   const attrs: Record<string, string> = {};
   for (const a of list(env.ARGOCD_CMP_SERVER_OTLP_ATTRS)) {
     const colon = a.indexOf(':');
     if (colon > 0) attrs[a.slice(0, colon)] = a.slice(colon + 1);
   }
+  const sampler = oneOf(env, 'OTEL_TRACES_SAMPLER', SAMPLERS, 'parentbased_always_on');
+  const rawRatio = set(env.OTEL_TRACES_SAMPLER_ARG);
+  let ratio = 1;
+  if (rawRatio !== undefined && sampler.endsWith('traceidratio')) {
+    ratio = Number(rawRatio);
+    if (!/^[0-9.eE+-]+$/.test(rawRatio) || !(ratio >= 0 && ratio <= 1)) fail('OTEL_TRACES_SAMPLER_ARG', rawRatio, 'a ratio from 0 to 1');
+  }
   return {
-    address,
-    insecure: goBool(env.ARGOCD_CMP_SERVER_OTLP_INSECURE, true),
-    headers: stringToString(env.ARGOCD_CMP_SERVER_OTLP_HEADERS),
+    protocol,
+    endpoint: standard ?? address!,
+    url,
+    headers: standardHeaders === undefined ? stringToString(env.ARGOCD_CMP_SERVER_OTLP_HEADERS) : undefined,
     attrs,
+    sampler,
+    ratio,
   };
 }
 

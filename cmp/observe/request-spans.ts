@@ -1,54 +1,36 @@
-import type { RequestTrace, StageSpan } from './request-trace.js';
-import { exportSpans, newSpanId, newTraceId, nowMs, tracingEnabled, type SpanContext, type SpanRecord } from './tracing.js';
+import type { RequestTrace } from './request-trace.js';
+import { activeTracer, nowMs, type RequestSpanKind, type SpanContext, type StartedSpan } from './tracing.js';
 
 /**
- * Make `trace` a traced request when tracing is on: its span continues `parent` (the caller's
- * `traceparent`, or the proxy's request span carried in a job) or starts a new trace, and its
- * stages are collected as child spans. A parent that is not sampled is respected (nothing is
- * recorded), as Argo CD's parent-based sampler does. Returns whether the request is traced.
+ * Make `trace` a traced request when tracing is on: its span (`name`, from `startMs`) continues
+ * `parent` (the caller's `traceparent`, or the proxy's request span carried in a job) or starts
+ * a new trace, and the SDK's sampler decides whether it records (by default it follows a
+ * parent's decision). The span's context is kept in `trace.span` either way, so that a job
+ * carries the decision to its worker; its stages are collected only when it records. Returns
+ * whether the request is recorded.
  */
-export function traceRequest(trace: RequestTrace, parent: SpanContext | undefined): boolean {
-  if (!tracingEnabled() || (parent && !parent.sampled)) return false;
-  trace.span = { traceId: parent?.traceId ?? newTraceId(), spanId: newSpanId(), sampled: true };
-  parentOf.set(trace, parent?.spanId);
+export function traceRequest(trace: RequestTrace, name: string, kind: RequestSpanKind, startMs: number, parent: SpanContext | undefined): boolean {
+  const tracer = activeTracer();
+  if (!tracer) return false;
+  const span = tracer.start(name, kind, startMs, parent);
+  trace.span = span.context;
+  if (!span.recording) return false;
+  started.set(trace, span);
   trace.stageSpans = [];
   return true;
 }
 
-const parentOf = new WeakMap<RequestTrace, string | undefined>();
+const started = new WeakMap<RequestTrace, StartedSpan>();
 
 /**
- * End a traced request: export its own span (`name`, from `startMs` to now) and its stages as
- * its children. `extra` are spans measured elsewhere (the runner's stages) under the same parent.
+ * End a recorded request's span now, with its stages as its children (and spans measured
+ * elsewhere, the runner's stages, adopted into them). Nothing when the request is not recorded.
  */
-export function endRequestSpan(
-  trace: RequestTrace,
-  name: string,
-  kind: number,
-  attributes: Record<string, string | number | boolean>,
-  error: boolean,
-  startMs: number,
-): void {
-  const span = trace.span;
+export function endRequestSpan(trace: RequestTrace, attributes: Record<string, string | number | boolean>, error: boolean): void {
+  const span = started.get(trace);
   if (!span || !trace.stageSpans) return;
-  const records: SpanRecord[] = [
-    { traceId: span.traceId, spanId: span.spanId, parentSpanId: parentOf.get(trace), name, kind, startMs, endMs: nowMs(), attributes, error },
-  ];
-  for (const s of trace.stageSpans) records.push(stageRecord(span, s));
+  started.delete(trace);
+  const stages = trace.stageSpans;
   trace.stageSpans = undefined;
-  exportSpans(records);
-}
-
-function stageRecord(parent: SpanContext, s: StageSpan): SpanRecord {
-  return {
-    traceId: parent.traceId,
-    spanId: newSpanId(),
-    parentSpanId: parent.spanId,
-    name: s.name,
-    kind: 1,
-    startMs: s.startMs,
-    endMs: s.endMs,
-    attributes: s.attributes ?? {},
-    error: s.error === true,
-  };
+  span.end(attributes, error, nowMs(), stages);
 }

@@ -1,7 +1,9 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { CacheResult, KillReason } from './outcomes.js';
 import type { Stage } from './stages.js';
-import { nowMs, type SpanContext } from './tracing.js';
+import { nowMs, type SpanContext, type StageSpan } from './tracing.js';
+
+export type { StageSpan };
 
 /**
  * Where the events of requests are counted: the process's Prometheus metrics, which metrics.ts
@@ -19,16 +21,6 @@ let counted: TraceMetrics | undefined;
 /** Called by metrics.ts once its metrics exist. */
 export function countTraceEventsIn(m: TraceMetrics): void {
   counted = m;
-}
-
-/** A stage as a span (tracing): when it ran, and its attributes (a command's name, never its args). */
-export interface StageSpan {
-  /** A stage, or a step traced without a metric of its own (`blob_fetch`). */
-  name: Stage | 'blob_fetch';
-  startMs: number;
-  endMs: number;
-  attributes?: Record<string, string>;
-  error?: boolean;
 }
 
 /** A part of a request's trace measured in another process (see RequestTrace.part). */

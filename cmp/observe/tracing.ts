@@ -1,10 +1,10 @@
-import { randomBytes } from 'node:crypto';
+import type { Stage } from './stages.js';
 
 /**
- * OpenTelemetry tracing, the light half: W3C trace context parsing and the span records a
- * request collects. Always loaded, and costs nothing when tracing is off: no exporter, no
- * gRPC client and no protobuf schema are loaded then (otlp-exporter.ts is imported only by a
- * process whose ARGOCD_CMP_SERVER_OTLP_ADDRESS is set).
+ * OpenTelemetry tracing, the light half: W3C trace context parsing, and the tracer the SDK
+ * (otel-sdk.ts) installs at start. Always loaded, and costs nothing when tracing is off: the SDK
+ * and its exporter are imported only by a process whose tracing is configured (an OTLP endpoint
+ * set), and the request path only tests `tracingEnabled()`.
  *
  * Span names are our stage names plus the RPC; attributes hold the plugin, the RPC, the
  * Application name and, on `exec` spans, the command's name (argv[0] without its directory)
@@ -18,49 +18,58 @@ export interface SpanContext {
   sampled: boolean;
 }
 
-/** One finished span, as the exporter sends it. Times in ms since the epoch (fractions allowed). */
-export interface SpanRecord {
-  traceId: string;
-  spanId: string;
-  parentSpanId: string | undefined;
-  name: string;
-  /** OTLP span kind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
-  kind: number;
+/** A stage as a span (tracing): when it ran, and its attributes (a command's name, never its args). */
+export interface StageSpan {
+  /** A stage, or a step traced without a metric of its own (`blob_fetch`). */
+  name: Stage | 'blob_fetch';
   startMs: number;
   endMs: number;
-  attributes: Record<string, string | number | boolean>;
-  /** gRPC-style outcome: true marks the span's status ERROR. */
+  attributes?: Record<string, string>;
   error?: boolean;
 }
 
-/** Where finished spans go: the OTLP exporter, once started. */
-export interface SpanSink {
-  export(spans: SpanRecord[]): void;
+/** The kinds of span a request starts: the proxy's RPC (server), a worker's job (consumer). */
+export type RequestSpanKind = 'server' | 'consumer';
+
+/** A request's or a job's span, started; the sampler decided whether it records. */
+export interface StartedSpan {
+  /** Its context, carried on (in a job) whether sampled or not, so that the next hop follows the decision. */
+  readonly context: SpanContext;
+  readonly recording: boolean;
+  /** End it at `endMs` (ms since the epoch), with `stages` as its children. */
+  end(attributes: Record<string, string | number | boolean>, error: boolean, endMs: number, stages: StageSpan[]): void;
+}
+
+/** The SDK's tracer, once started. */
+export interface RequestTracer {
+  /** Start a span at `startMs` continuing `parent` (the caller's context), or starting a trace. */
+  start(name: string, kind: RequestSpanKind, startMs: number, parent: SpanContext | undefined): StartedSpan;
+  /** Flush the last spans (bounded in time) and stop. */
   shutdown(): Promise<void>;
 }
 
-let sink: SpanSink | undefined;
+let tracer: RequestTracer | undefined;
 
-/** Whether this process exports spans (ARGOCD_CMP_SERVER_OTLP_ADDRESS set and the exporter started). */
+/** Whether this process exports spans (an OTLP endpoint is configured and the SDK started). */
 export function tracingEnabled(): boolean {
-  return sink !== undefined;
+  return tracer !== undefined;
 }
 
-/** Install (or, with undefined, remove) the exporter. */
-export function setSpanSink(s: SpanSink | undefined): void {
-  sink = s;
+/** The started tracer, if any. */
+export function activeTracer(): RequestTracer | undefined {
+  return tracer;
 }
 
-/** Hand finished spans to the exporter (nothing when tracing is off). */
-export function exportSpans(spans: SpanRecord[]): void {
-  if (sink && spans.length > 0) sink.export(spans);
+/** Install (or, with undefined, remove) the tracer. */
+export function setTracer(t: RequestTracer | undefined): void {
+  tracer = t;
 }
 
-/** Flush and stop the exporter, if any (at process shutdown). */
+/** Flush and stop the tracer, if any (at process shutdown). */
 export async function shutdownTracing(): Promise<void> {
-  const s = sink;
-  sink = undefined;
-  await s?.shutdown();
+  const t = tracer;
+  tracer = undefined;
+  await t?.shutdown();
 }
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
@@ -81,14 +90,6 @@ export function parseTraceparent(value: unknown): SpanContext | undefined {
 
 export function formatTraceparent(c: SpanContext): string {
   return `00-${c.traceId}-${c.spanId}-${c.sampled ? '01' : '00'}`;
-}
-
-export function newTraceId(): string {
-  return randomBytes(16).toString('hex');
-}
-
-export function newSpanId(): string {
-  return randomBytes(8).toString('hex');
 }
 
 /** The time now in ms since the epoch, with sub-ms precision. */

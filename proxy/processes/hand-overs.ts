@@ -89,8 +89,10 @@ export class HandOvers {
     const ctx = contextWithDeadline(msg.deadline, 0);
     const trace = new RequestTrace();
     if (msg.span) {
+      // A recorded request collects this process's stages for its ingest process; one the
+      // sampler dropped only carries its context (and decision) into a job.
       trace.span = msg.span;
-      trace.stageSpans = [];
+      if (msg.span.sampled) trace.stageSpans = [];
     }
     this.running.set(key, ctx);
     const repo = repoOf(msg.repo, this.spools);

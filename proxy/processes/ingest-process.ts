@@ -28,7 +28,7 @@ export async function runIngestProcess(argv: string[]): Promise<number> {
   // Ctrl-C reaches the whole process group: the coordinator orders the shutdown.
   process.on('SIGINT', () => {});
   process.on('SIGTERM', () => {});
-  if (options.otlp) (await import('../../cmp/observe/otlp-exporter.js')).startOtlpTracing(options.otlp, 'argocd-cmp-server', log);
+  if (options.otlp) await (await import('../../cmp/observe/otel-sdk.js')).startTracing(options.otlp, 'argocd-cmp-server', log, true);
 
   const listeners: ((msg: ToIngest) => void)[] = [];
   const channel: Channel = {

@@ -48,7 +48,7 @@ export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toRespo
     // Argo's interceptor also logs "started call" (at info); ours is at debug, see docs/operations.md#request-log-line.
     if (deps.log?.isLevelEnabled('debug')) deps.log.debug({ plugin: deps.pluginName, rpc: kind, ...grpcCallFields(grpc) }, 'started call');
     // Tracing: continue the repo-server's W3C trace context (gRPC metadata `traceparent`).
-    if (tracingEnabled()) traceRequest(trace, parseTraceparent(call.metadata.get('traceparent')[0]));
+    if (tracingEnabled()) traceRequest(trace, `${SERVICE}/${RPC_METHOD[kind]}`, 'server', startMs, parseTraceparent(call.metadata.get('traceparent')[0]));
     metrics.inflightRequests.inc();
     // The trace travels in the request's context, not in AsyncLocalStorage (see RequestTrace).
     const done = handle(deps, kind, call, trace)
@@ -61,7 +61,7 @@ export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toRespo
       )
       .then(code => {
         finish(deps, kind, trace, code, grpc, nowMs() - startMs);
-        if (trace.span) endRequestSpan(trace, `${SERVICE}/${RPC_METHOD[kind]}`, 2, spanAttributes(deps, kind, trace, code), code !== Status.OK, startMs);
+        if (trace.stageSpans) endRequestSpan(trace, spanAttributes(deps, kind, trace, code), code !== Status.OK);
       });
     deps.inflight.add(done);
     void done.finally(() => {

@@ -1,142 +1,21 @@
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import * as grpc from '@grpc/grpc-js';
 import { chunksOf, openCmpClient, repoMetadata } from '../helpers/grpc-client.js';
+import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { tarballOf } from '../helpers/repo.js';
 import { eventually, MODES, startCmp } from './harness.js';
 
 /**
- * OpenTelemetry tracing (issue 13 item 5) against a real OTLP/gRPC receiver: a grpc-js server
- * implementing opentelemetry.proto.collector.trace.v1.TraceService/Export that decodes the
- * request bytes itself, with the field numbers of opentelemetry-proto (independently of the
- * exporter's schema). One GenerateManifest with the repo-server's `traceparent` must give one
- * connected trace under the caller's span, with the expected spans, in both modes; no span
- * carries an env value or a command argument.
+ * OpenTelemetry tracing (issue 13 item 5, issue 33 item 5) against a local OTLP receiver
+ * (test/helpers/otlp-receiver.ts: gRPC and HTTP, decoding what it gets independently of the
+ * exporter). One GenerateManifest with the repo-server's `traceparent` must give one connected
+ * trace under the caller's span, with the expected spans, in both modes (the job carries the
+ * request span to the worker); no span carries an env value or a command argument. The standard
+ * OTEL_* variables win over Argo's, over each protocol; the sampler decides, following the
+ * caller's decision by default, across the job too.
  */
-
-// --- protobuf wire decoding (varint, fixed64, length-delimited, fixed32) ---
-type Field = { n: number; wire: number; v: bigint | Buffer };
-function fields(buf: Buffer): Field[] {
-  const out: Field[] = [];
-  let i = 0;
-  const varint = (): bigint => {
-    let r = 0n;
-    let shift = 0n;
-    for (;;) {
-      const b = buf[i++]!;
-      r |= BigInt(b & 0x7f) << shift;
-      if (!(b & 0x80)) return r;
-      shift += 7n;
-    }
-  };
-  while (i < buf.length) {
-    const key = Number(varint());
-    const n = key >> 3;
-    const wire = key & 7;
-    if (wire === 0) out.push({ n, wire, v: varint() });
-    else if (wire === 1) (out.push({ n, wire, v: buf.readBigUInt64LE(i) }), (i += 8));
-    else if (wire === 5) (out.push({ n, wire, v: BigInt(buf.readUInt32LE(i)) }), (i += 4));
-    else if (wire === 2) {
-      const len = Number(varint());
-      out.push({ n, wire, v: buf.subarray(i, i + len) });
-      i += len;
-    } else throw new Error(`wire type ${wire}`);
-  }
-  return out;
-}
-const all = (f: Field[], n: number) => f.filter(x => x.n === n).map(x => x.v);
-const one = (f: Field[], n: number) => all(f, n)[0];
-const str = (v: unknown) => (v === undefined ? '' : (v as Buffer).toString('utf8'));
-
-/** common.v1.KeyValue list → record (string 1, bool 2, int 3, double 4 of AnyValue). */
-function kvs(list: unknown[]): Record<string, string | number | boolean> {
-  const out: Record<string, string | number | boolean> = {};
-  for (const raw of list) {
-    const kv = fields(raw as Buffer);
-    const any = fields((one(kv, 2) as Buffer | undefined) ?? Buffer.alloc(0));
-    const f = any[0];
-    out[str(one(kv, 1))] =
-      f === undefined ? '' : f.n === 1 ? str(f.v) : f.n === 2 ? f.v === 1n : f.n === 3 ? Number(f.v) : (f.v as Buffer).readDoubleLE(0);
-  }
-  return out;
-}
-
-interface Span {
-  service: string;
-  resource: Record<string, string | number | boolean>;
-  traceId: string;
-  spanId: string;
-  parent: string;
-  name: string;
-  kind: number;
-  start: bigint;
-  end: bigint;
-  attrs: Record<string, string | number | boolean>;
-  status: number;
-}
-
-/** ExportTraceServiceRequest (resource_spans 1) → ResourceSpans (resource 1, scope_spans 2) → ScopeSpans (spans 2) → Span. */
-function decodeExport(buf: Buffer): Span[] {
-  const spans: Span[] = [];
-  for (const rs of all(fields(buf), 1)) {
-    const rsf = fields(rs as Buffer);
-    const resource = kvs(all(fields((one(rsf, 1) as Buffer) ?? Buffer.alloc(0)), 1));
-    for (const ss of all(rsf, 2)) {
-      for (const sp of all(fields(ss as Buffer), 2)) {
-        const f = fields(sp as Buffer);
-        const status = fields((one(f, 15) as Buffer | undefined) ?? Buffer.alloc(0));
-        spans.push({
-          service: String(resource['service.name']),
-          resource,
-          traceId: (one(f, 1) as Buffer).toString('hex'),
-          spanId: (one(f, 2) as Buffer).toString('hex'),
-          parent: ((one(f, 4) as Buffer | undefined) ?? Buffer.alloc(0)).toString('hex'),
-          name: str(one(f, 5)),
-          kind: Number(one(f, 6) ?? 0n),
-          start: one(f, 7) as bigint,
-          end: one(f, 8) as bigint,
-          attrs: kvs(all(f, 9)),
-          status: Number(one(status, 3) ?? 0n),
-        });
-      }
-    }
-  }
-  return spans;
-}
-
-/** A real OTLP/gRPC receiver: collects the spans and the metadata of every Export call. */
-async function startReceiver() {
-  const spans: Span[] = [];
-  const headers: string[] = [];
-  const server = new grpc.Server();
-  const raw = (b: Buffer) => b;
-  server.addService(
-    {
-      Export: {
-        path: '/opentelemetry.proto.collector.trace.v1.TraceService/Export',
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: raw,
-        requestDeserialize: raw,
-        responseSerialize: raw,
-        responseDeserialize: raw,
-      },
-    },
-    {
-      Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
-        headers.push(String(call.metadata.get('x-otlp-test')[0] ?? ''));
-        spans.push(...decodeExport(call.request));
-        cb(null, Buffer.alloc(0)); // ExportTraceServiceResponse with no partial_success
-      },
-    },
-  );
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
-  );
-  return { port, spans, headers, stop: () => new Promise<void>(r => server.tryShutdown(() => r())) };
-}
 
 const SECRET = `s3cr3t-${randomBytes(6).toString('hex')}`;
 const PLUGIN = pluginYaml(
@@ -151,9 +30,9 @@ generate:
 
 for (const mode of MODES) {
   describe(`OpenTelemetry tracing (${mode})`, () => {
-    let receiver: Awaited<ReturnType<typeof startReceiver>>;
+    let receiver: OtlpReceiver;
     before(async () => {
-      receiver = await startReceiver();
+      receiver = await startOtlpReceiver();
     });
     after(() => receiver.stop());
 
@@ -162,17 +41,28 @@ for (const mode of MODES) {
         pluginYaml: PLUGIN,
         socketName: 'traced.sock',
         env: {
-          ARGOCD_CMP_SERVER_OTLP_ADDRESS: `127.0.0.1:${receiver.port}`,
+          ARGOCD_CMP_SERVER_OTLP_ADDRESS: `127.0.0.1:${receiver.grpcPort}`,
           ARGOCD_CMP_SERVER_OTLP_HEADERS: 'x-otlp-test=hdr-ok',
           ARGOCD_CMP_SERVER_OTLP_ATTRS: 'k8s.cluster.name:test-cluster',
         },
       });
       const client = openCmpClient(server.socketPath);
+      let stopped = false;
+      const traceId = randomBytes(16).toString('hex');
       try {
-        const traceId = randomBytes(16).toString('hex');
         const callerSpan = randomBytes(8).toString('hex');
         const tgz = await tarballOf({ 'f.txt': 'traced' });
         const env = [{ name: 'ARGOCD_ENV_TOKEN', value: SECRET }];
+        // First a caller that did not sample: by default nothing of it is recorded, by the proxy
+        // nor by the worker that runs its job (checked below, once every process has flushed).
+        // Another env: not the cache entry of the sampled request, which must run.
+        const other = await tarballOf({ 'f.txt': 'not sampled' });
+        const unsampled = await client.generate({
+          metadata: repoMetadata(other, { env: [...env, { name: 'ARGOCD_ENV_SAMPLED', value: 'no' }] }),
+          chunks: chunksOf(other, 1024),
+          headers: { traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00` },
+        });
+        assert.ok('value' in unsampled, JSON.stringify(unsampled));
         const out = await client.generate({
           metadata: repoMetadata(tgz, { env }),
           chunks: chunksOf(tgz, 1024),
@@ -225,12 +115,119 @@ for (const mode of MODES) {
         const text = JSON.stringify(spans, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v));
         assert.ok(!text.includes(SECRET), 'no secret in any span');
         assert.ok(!text.includes('printf'), 'no command argument in any span');
-        // ARGOCD_CMP_SERVER_OTLP_HEADERS reach the collector.
-        assert.ok(receiver.headers.length > 0 && receiver.headers.every(h => h === 'hdr-ok'), JSON.stringify(receiver.headers));
-      } finally {
+        // ARGOCD_CMP_SERVER_OTLP_HEADERS reach the collector, over gRPC (Argo's address).
+        assert.ok(receiver.exports.length > 0 && receiver.exports.every(e => e.header === 'hdr-ok' && e.protocol === 'grpc'), JSON.stringify(receiver.exports));
         client.close();
+        stopped = true;
         await server.stop();
+        // Every process flushed at its shutdown: still the one trace (the unsampled caller's job started none).
+        assert.deepEqual([...new Set(receiver.spans.map(s => s.traceId))], [traceId]);
+      } finally {
+        if (!stopped) {
+          client.close();
+          await server.stop();
+        }
       }
     });
   });
 }
+
+/** One GenerateManifest on a fresh standalone proxy with `env`, stopped (its spans flushed) before returning. */
+async function oneRequest(env: Record<string, string>, traceparent: string | undefined): Promise<void> {
+  const server = await startCmp('standalone', { pluginYaml: PLUGIN, socketName: 'traced.sock', env });
+  const client = openCmpClient(server.socketPath);
+  try {
+    const tgz = await tarballOf({ 'f.txt': randomBytes(4).toString('hex') });
+    const out = await client.generate({ metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 1024), ...(traceparent ? { headers: { traceparent } } : {}) });
+    assert.ok('value' in out, JSON.stringify(out));
+  } finally {
+    client.close();
+    assert.equal(await server.stop(), 0);
+  }
+}
+
+describe('OpenTelemetry settings (standalone proxy)', () => {
+  let receiver: OtlpReceiver;
+  before(async () => {
+    receiver = await startOtlpReceiver();
+  });
+  after(() => receiver.stop());
+  const ROOT = 'plugin.ConfigManagementPluginService/GenerateManifest';
+  const fresh = () => {
+    receiver.spans.length = 0;
+    receiver.exports.length = 0;
+  };
+  const caller = (sampled: boolean) => {
+    const traceId = randomBytes(16).toString('hex');
+    const spanId = randomBytes(8).toString('hex');
+    return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-${sampled ? '01' : '00'}` };
+  };
+
+  for (const protocol of ['http/protobuf', 'http/json'] as const) {
+    test(`OTLP/HTTP (${protocol}): the standard endpoint, headers and service name win over Argo's settings`, async () => {
+      fresh();
+      const c = caller(true);
+      await oneRequest(
+        {
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.httpPort}`,
+          OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+          OTEL_EXPORTER_OTLP_HEADERS: 'x-otlp-test=standard',
+          OTEL_SERVICE_NAME: 'my-cmp',
+          OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=test',
+          ARGOCD_CMP_SERVER_OTLP_ADDRESS: `127.0.0.1:${receiver.grpcPort}`,
+          ARGOCD_CMP_SERVER_OTLP_HEADERS: 'x-otlp-test=argo',
+          ARGOCD_CMP_SERVER_OTLP_ATTRS: 'k8s.cluster.name:test-cluster',
+        },
+        c.traceparent,
+      );
+      assert.ok(receiver.exports.length > 0);
+      assert.deepEqual([...new Set(receiver.exports.map(e => `${e.protocol} ${e.header}`))], [`${protocol} standard`]);
+      const root = receiver.spans.find(s => s.name === ROOT)!;
+      assert.ok(root, `spans: ${receiver.spans.map(s => s.name)}`);
+      assert.deepEqual([root.traceId, root.parent, root.kind, root.service], [c.traceId, c.spanId, 2, 'my-cmp']);
+      assert.equal(root.resource['deployment.environment'], 'test');
+      assert.equal(root.resource['k8s.cluster.name'], 'test-cluster', "Argo's attributes still apply");
+      assert.equal(root.attrs['cmp.plugin'], 'traced');
+      assert.equal(root.attrs['rpc.grpc.status_code'], 0);
+      for (const n of ['ingest', 'exec', 'respond']) assert.equal(receiver.spans.find(s => s.name === n)?.parent, root.spanId, n);
+    });
+  }
+
+  test('gRPC by the standard variables: an http:// endpoint is plaintext; the default sampler follows an unsampled caller', async () => {
+    fresh();
+    const env = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${receiver.grpcPort}`, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'x-otlp-test=traces' };
+    const unsampled = caller(false);
+    const sampled = caller(true);
+    const server = await startCmp('standalone', { pluginYaml: PLUGIN, socketName: 'traced.sock', env });
+    const client = openCmpClient(server.socketPath);
+    try {
+      for (const c of [unsampled, sampled, undefined]) {
+        const tgz = await tarballOf({ 'f.txt': randomBytes(4).toString('hex') });
+        const out = await client.generate({ metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 1024), ...(c ? { headers: { traceparent: c.traceparent } } : {}) });
+        assert.ok('value' in out, JSON.stringify(out));
+      }
+    } finally {
+      client.close();
+      await server.stop();
+    }
+    const roots = receiver.spans.filter(s => s.name === ROOT);
+    assert.equal(roots.length, 2, 'the sampled caller and the request without a traceparent (a new trace)');
+    assert.equal(roots.filter(s => s.traceId === sampled.traceId && s.parent === sampled.spanId).length, 1);
+    assert.ok(!receiver.spans.some(s => s.traceId === unsampled.traceId));
+    assert.ok(roots.some(s => s.parent === '' && s.service === 'argocd-cmp-server'));
+    assert.deepEqual([...new Set(receiver.exports.map(e => `${e.protocol} ${e.header}`))], ['grpc traces']);
+  });
+
+  test('OTEL_TRACES_SAMPLER: traceidratio 0 exports nothing, even for a sampled caller; parentbased_traceidratio 0 follows a sampled caller', async () => {
+    fresh();
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.httpPort}`, OTEL_EXPORTER_OTLP_HEADERS: 'x-otlp-test=ratio' };
+    await oneRequest({ ...endpoint, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }, caller(true).traceparent);
+    assert.equal(receiver.spans.length, 0, 'ratio 0: nothing exported');
+    const c = caller(true);
+    await oneRequest({ ...endpoint, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }, c.traceparent);
+    assert.ok(receiver.spans.length >= 4, `spans: ${receiver.spans.map(s => s.name)}`);
+    assert.deepEqual([...new Set(receiver.spans.map(s => s.traceId))], [c.traceId]);
+    await oneRequest({ ...endpoint, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }, undefined);
+    assert.deepEqual([...new Set(receiver.spans.map(s => s.traceId))], [c.traceId], 'a new trace at ratio 0 is not sampled');
+  });
+});

@@ -49,7 +49,7 @@ test('the otlp component: one ConfigMap of OTLP settings the code reads, envFrom
   assert.deepEqual(files.patches.sort(), ['repo-server-patch.yaml', 'worker-patch.yaml']);
   const { options, data } = generator();
   for (const k of Object.keys(data)) assert.match(k, /^ARGOCD_CMP_SERVER_OTLP_/);
-  assert.equal(compileOptions({ ARGOCD_PLUGINSOCKFILEPATH: '/tmp', ...data }).otlp?.address, data.ARGOCD_CMP_SERVER_OTLP_ADDRESS);
+  assert.equal(compileOptions({ ARGOCD_PLUGINSOCKFILEPATH: '/tmp', ...data }).otlp?.endpoint, data.ARGOCD_CMP_SERVER_OTLP_ADDRESS);
   // The Helm and Operator sidecars, which kustomize does not patch, find it by this name.
   assert.equal(options.disableNameSuffixHash, true);
   // Each patch only adds the envFrom, to the one container that exports (the runner exports nothing).
@@ -112,7 +112,7 @@ test('kubectl kustomize renders the otlp component onto the sidecar and the work
   assert.deepEqual(cm.data, generator().data);
   // What the sidecar starts with: its env and the ConfigMap's.
   const env = Object.fromEntries((containerOf(repo, 'cmp-offload').env as Obj[]).filter(e => 'value' in e).map(e => [e.name, e.value]));
-  assert.equal(compileOptions({ ...env, ...cm.data }, { role: 'proxy' }).otlp?.address, 'otel-collector.monitoring:4317');
+  assert.equal(compileOptions({ ...env, ...cm.data }, { role: 'proxy' }).otlp?.endpoint, 'otel-collector.monitoring:4317');
   assertEgressTo(find(out, 'NetworkPolicy', 'cmp-offload-worker-egress-otlp'), cm.data.ARGOCD_CMP_SERVER_OTLP_ADDRESS!);
 
   // The documented patches: another collector, and the policy's namespace with it.
