@@ -308,19 +308,22 @@ for (const mode of MODES) {
       );
     });
 
-    test('a client that cancels mid-stream leaves no request work dir behind', async () => {
+    test('a client that cancels mid-stream leaves no spooled tarball behind', async () => {
+      // Over the 256 KiB receive buffer, so that the tarball is being spooled when the client goes.
+      const big = buildTgz([{ name: 'noise.bin', content: randomBytes(400 * KiB) }]);
+      const bigMeta = repoMetadata(big);
       for (const rpc of RPCS) {
         const open = client.raw[rpc.raw] as unknown as (cb: (err: ServiceError | null) => void) => ClientWritableStream<AppStreamRequest>;
         let ended: ServiceError | null | undefined;
         const stream = open.call(client.raw, err => (ended = err));
         stream.on('error', () => {});
-        stream.write(metadataMessage(meta));
-        stream.write(fileMessage(tgz.subarray(0, 10)));
-        await eventually(() => leftovers(server).length > 0, 5_000, 'a request work dir');
+        stream.write(metadataMessage(bigMeta));
+        for (let at = 0; at < 300 * KiB; at += KiB) stream.write(fileMessage(big.subarray(at, at + KiB)));
+        await eventually(() => leftovers(server).length > 0, 5_000, 'a spool file');
         stream.cancel();
         await eventually(() => ended !== undefined, 5_000, 'the call to end');
         assert.equal(ended?.code, Status.CANCELLED);
-        await eventually(() => leftovers(server).length === 0, 5_000, 'the request work dir to be removed');
+        await eventually(() => leftovers(server).length === 0, 5_000, 'the spool file to be removed');
       }
     });
 
