@@ -1,3 +1,4 @@
+import fs from 'node:fs/promises';
 import { status as Status } from '@grpc/grpc-js';
 import type { JobsOptions, Queue } from 'bullmq';
 import type { ResultCache } from '../../cmp/cache/result-cache.js';
@@ -13,7 +14,7 @@ import { RPC_TEXT, type PluginRequest, type PluginResult, type RpcKind } from '.
 import { gitCredsOf } from '../../cmp/askpass/git-creds-env.js';
 import { storeBlob } from '../../cmp/queue/blob-store.js';
 import { publishCancel } from '../../cmp/queue/cancel.js';
-import { decodeFailure, newResultId, requestDigest, signJob } from '../../cmp/queue/job-contract.js';
+import { decodeFailure, INLINE_TARBALL_BYTES, newResultId, requestDigest, signJob } from '../../cmp/queue/job-contract.js';
 import { appNameOf, type KeySpace } from '../../cmp/queue/keys.js';
 import { withTimeout, type RedisClient } from '../../cmp/queue/redis-connection.js';
 import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
@@ -93,7 +94,11 @@ export class JobSubmission {
     const step = <T>(p: Promise<T>) => guard(ro, kind, ctx, p);
     // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
     if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
-    await timeStage('upload', () => step(this.upload(repo)), undefined, ctx);
+    // A small tarball goes inside the job: no blob to upload, none for the worker to fetch. Only
+    // in a first submission: a later one (its blob was found lost: a worker that predates inline
+    // tarballs looked for one) uploads it.
+    const tgz = repo.size <= INLINE_TARBALL_BYTES && submission === 1 ? Buffer.from(repo.bytes ?? (await fs.readFile(await repo.file()))) : undefined;
+    if (!tgz) await timeStage('upload', () => step(this.upload(repo)), undefined, ctx);
     const queue = await step(this.d.queue());
     const depth = await step(queue.count());
     if (depth >= ro.maxQueueDepth) {
@@ -142,6 +147,7 @@ export class JobSubmission {
         expiresAt,
         ...traceparentOfRequest(ctx),
         ...(creds ? { gitCreds: true as const } : {}),
+        ...(tgz ? { tgz: tgz.toString('base64') } : {}),
       });
       if (creds) unregister = this.d.gitCreds!.register(resultId, creds, expiresAt);
       // With deduplication (cached requests) `add` may return the identical job of another caller.
