@@ -117,13 +117,10 @@ export class JobSubmission {
     // submission's id is the waiter's: a join or leave that reaches Redis twice counts once.
     const waiters = await step(joinWaiters(this.d.redis, waitersKey, resultId, waitMs));
     if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
-    let joined = true;
-    const leave = async (): Promise<number> => {
-      if (!joined) return 0;
-      joined = false;
-      // Redis away: taken as nobody else waiting, so this caller stops the job; the key expires.
-      return leaveWaiters(this.d.redis, waitersKey, resultId).catch(() => 0);
-    };
+    let left: Promise<number> | undefined;
+    // Once: a later call gets the first one's count. Redis away: taken as nobody else waiting,
+    // so this caller stops the job; the key expires.
+    const leave = (): Promise<number> => (left ??= leaveWaiters(this.d.redis, waitersKey, resultId).catch(() => 0));
     let unregister: (() => void) | undefined;
     try {
       const enqueuedAt = Date.now();
@@ -160,6 +157,8 @@ export class JobSubmission {
         waiting.stop();
         return await this.abandon(queue, answer, kind, ctx, leave);
       }
+      // The job has ended: this caller stops waiting now, in the same round trip as the result's read.
+      void leave();
       return await settle(this.d, answer, end, submission);
     } finally {
       unregister?.();
