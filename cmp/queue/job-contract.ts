@@ -4,8 +4,8 @@ import type { EnvEntry, PluginRequest, RpcKind } from '../plugin/request.js';
 import { sign, verify } from './signing.js';
 
 /**
- * What a proxy puts in a BullMQ job: references and metadata only (docs/architecture.md#distributed). The
- * tarball travels as a content-addressed blob, the result comes back through a Redis key, so
+ * What a proxy puts in a BullMQ job: references and metadata (docs/architecture.md#distributed). The
+ * tarball travels as a content-addressed blob (a small one inside the job: `tgz`), the result comes back through a Redis key, so
  * job records and the events stream stay small. The HMAC covers every field: a worker runs
  * nothing it cannot verify. Redis is a trust boundary (docs/security.md#trust-boundary), so the job is also
  * bound to its own id (a signed job copied into another job is refused), expires with its

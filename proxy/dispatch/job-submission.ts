@@ -26,7 +26,7 @@ import { guard, raceAbort } from './redis-step.js';
 
 /** Redis's default proto-max-bulk-len: the largest string, hence the largest blob, it stores. */
 const REDIS_MAX_STRING_BYTES = 512 * 1024 * 1024;
-/** A job's JSON is references and metadata; anything near this is a bug or an attack. */
+/** A job's JSON is references and metadata (and at most a small tarball); anything near this is a bug or an attack. */
 const JOB_SIZE_LIMIT = 1024 * 1024;
 /** Without a caller deadline, the waiter count is kept this long at most (a dead proxy's count expires). */
 const NO_DEADLINE_WAIT_MS = 3600_000;
