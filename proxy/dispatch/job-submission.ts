@@ -96,9 +96,13 @@ export class JobSubmission {
     if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
     // A small tarball goes inside the job: no blob to upload, none for the worker to fetch. Only
     // in a first submission: a later one (its blob was found lost: a worker that predates inline
-    // tarballs looked for one) uploads it.
-    const tgz = repo.size <= INLINE_TARBALL_BYTES && submission === 1 ? Buffer.from(repo.bytes ?? (await fs.readFile(await repo.file()))) : undefined;
-    if (!tgz) await timeStage('upload', () => step(this.upload(repo)), undefined, ctx);
+    // tarballs looked for one) uploads it. Either is the request's `upload` stage.
+    const inline = repo.size <= INLINE_TARBALL_BYTES && submission === 1;
+    const tgz = await timeStage('upload', async () => {
+      if (inline) return Buffer.from(repo.bytes ?? (await fs.readFile(await repo.file())));
+      await step(this.upload(repo));
+      return undefined;
+    }, undefined, ctx);
     const queue = await step(this.d.queue());
     const depth = await step(queue.count());
     if (depth >= ro.maxQueueDepth) {
