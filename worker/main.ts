@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
+import path from 'node:path';
 import { Queue, UnrecoverableError } from 'bullmq';
 import { IN_PROCESS, type RedisOptions } from '../cmp/config/options.js';
 import { pluginSpecDigest, socketFileName } from '../cmp/config/plugin-config.js';
@@ -182,7 +184,17 @@ async function inProcessExecutor(engine: Engine, log: Logger): Promise<Execute> 
   // The traced commands run here too: whether the recorder works is said once, at start.
   await (await import('../cmp/trace/tracer-probe.js')).checkRecorder(engine, log);
   log.warn('plugin commands run inside the worker (CMP_OFFLOAD_RUNNER_SOCKET=in-process): they can read its Redis URL and signing key; trust every repository or use a runner');
-  return (req, tgzPath, ctx, sink) => exec.executeRequest(engine, req, tgzPath, ctx, sink);
+  return async (req, tgz, ctx, sink) => {
+    if (typeof tgz === 'string') return exec.executeRequest(engine, req, tgz, ctx, sink);
+    // A tarball the job carried: the executor extracts from a file.
+    const tgzPath = path.join(engine.options.workRoot, `${randomUUID()}.tgz`);
+    await fs.writeFile(tgzPath, tgz, { mode: 0o600 });
+    try {
+      return await exec.executeRequest(engine, req, tgzPath, ctx, sink);
+    } finally {
+      await fs.rm(tgzPath, { force: true });
+    }
+  };
 }
 
 /** Cancel requests of the proxies (signed, on the cancel channel) stop this worker's copy of a job. */

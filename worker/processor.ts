@@ -16,7 +16,7 @@ import { endRequestSpan, traceRequest } from '../cmp/observe/request-spans.js';
 import { nowMs, parseTraceparent, tracingEnabled } from '../cmp/observe/tracing.js';
 import { BlobCorruptError, BlobMissingError, fetchBlob } from '../cmp/queue/blob-store.js';
 import {
-  answerBinding, encodeFailure, InvalidJobError, REJECTED, requestDigest, requestOf, verifyJob, type JobFailure, type JobRequest, type JobReturn,
+  answerBinding, encodeFailure, InvalidJobError, REJECTED, requestDigest, requestOf, verifyJob, type JobFailure, type JobRequest, type JobReturn, type VerifiedJob,
 } from '../cmp/queue/job-contract.js';
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
 import { EncodedResult, readResult, writeResult } from '../cmp/queue/result-store.js';
@@ -28,11 +28,11 @@ import type { RecordedRuns } from './recorded-runs.js';
 export type AbortReason = 'deadline' | 'canceled' | 'shutdown';
 
 /**
- * Runs a verified request on a fetched tarball: the runner client (plugin code in its own
- * container, worker/runner; its results come already encoded) or, where configured, the
- * in-process executor.
+ * Runs a verified request on its tarball (the path of a fetched blob, or the bytes a job
+ * carried inline): the runner client (plugin code in its own container, worker/runner; its
+ * results come already encoded) or, where configured, the in-process executor.
  */
-export type Execute = (req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink) => Promise<PluginResult | EncodedResult>;
+export type Execute = (req: PluginRequest, tgz: string | Buffer, ctx: Ctx, sink?: ReadSink) => Promise<PluginResult | EncodedResult>;
 
 /**
  * What an `Execute` throws for trouble that is not the plugin's (the runner unreachable, dead,
@@ -228,7 +228,7 @@ export function createProcessor(deps: ProcessorDeps) {
     const jobId = job.id!;
     // A worker whose runner is down may still get a job (a fetch already under way when it paused).
     if (deps.runner?.down()) return backToQueue(job, token, 'the runner does not accept connections');
-    let data: JobRequest;
+    let data: VerifiedJob;
     try {
       data = verifyJob(signingKey, job.data, jobId);
     } catch (err) {
@@ -262,7 +262,7 @@ export function createProcessor(deps: ProcessorDeps) {
     }
   }
 
-  async function runJob(job: Job, token: string | undefined, signal: AbortSignal | undefined, data: JobRequest, binding: string): Promise<JobReturn & { cached?: boolean }> {
+  async function runJob(job: Job, token: string | undefined, signal: AbortSignal | undefined, data: VerifiedJob, binding: string): Promise<JobReturn & { cached?: boolean }> {
     const jobId = job.id!;
     const trace = currentTrace();
     if (trace) {
@@ -307,10 +307,11 @@ export function createProcessor(deps: ProcessorDeps) {
     // A caller that missed the cache just before an identical job finished enqueues anew: answer it from the cache.
     if (data.cacheKey !== null && 'found' in (await readResult(deps.redis, signingKey, key, resultBinding))) return { key, cached: true };
 
-    const tgzPath = path.join(engine.options.workRoot, `${randomUUID()}.tgz`);
+    // A small tarball came inside the job (verified against its checksum): nothing to fetch.
+    const tgzPath = data.tarball ? undefined : path.join(engine.options.workRoot, `${randomUUID()}.tgz`);
     try {
       try {
-        await traceStep('blob_fetch', () => fetchBlob(deps.redis, keys, data.blob, data.size, tgzPath));
+        if (tgzPath) await traceStep('blob_fetch', () => fetchBlob(deps.redis, keys, data.blob, data.size, tgzPath));
       } catch (err) {
         if (err instanceof BlobMissingError || err instanceof BlobCorruptError) throw blobLost(jobId, binding, err);
         if (err instanceof CmpError) throw fail(jobId, binding, failureOf(err));
@@ -331,7 +332,7 @@ export function createProcessor(deps: ProcessorDeps) {
           });
           if (creds) req.gitCreds = creds;
         }
-        result = await deps.execute(req, tgzPath, ctx, sink);
+        result = await deps.execute(req, tgzPath ?? data.tarball!, ctx, sink);
       } catch (err) {
         if (shutdown) throw new Error('cmp-offload: worker shutting down');
         if (err instanceof RunnerBusy) return await backToQueue(job, token, err.message);
@@ -351,7 +352,7 @@ export function createProcessor(deps: ProcessorDeps) {
       return { key };
     } finally {
       signal?.removeEventListener('abort', onAbort);
-      await fs.rm(tgzPath, { force: true });
+      if (tgzPath) await fs.rm(tgzPath, { force: true });
     }
   };
 }

@@ -4,8 +4,8 @@ import type { EnvEntry, PluginRequest, RpcKind } from '../plugin/request.js';
 import { sign, verify } from './signing.js';
 
 /**
- * What a proxy puts in a BullMQ job: references and metadata only (docs/architecture.md#distributed). The
- * tarball travels as a content-addressed blob, the result comes back through a Redis key, so
+ * What a proxy puts in a BullMQ job: references and metadata (docs/architecture.md#distributed). The
+ * tarball travels as a content-addressed blob (a small one inside the job: `tgz`), the result comes back through a Redis key, so
  * job records and the events stream stay small. The HMAC covers every field: a worker runs
  * nothing it cannot verify. Redis is a trust boundary (docs/security.md#trust-boundary), so the job is also
  * bound to its own id (a signed job copied into another job is refused), expires with its
@@ -50,7 +50,21 @@ export interface JobRequest {
    * `traceparent`, as a part of its own when present.
    */
   gitCreds?: true;
+  /**
+   * A small tarball (at most INLINE_TARBALL_BYTES) itself, base64, instead of a blob in Redis:
+   * no upload, no fetch. Not a signed part of its own: its bytes must hash to the signed `blob`
+   * and count the signed `size` (verifyJob), which binds them as tightly. A worker that predates
+   * it ignores it and finds no blob: the job fails asking for a resubmission, and the proxy
+   * submits anew with the blob uploaded (it inlines only a first submission).
+   */
+  tgz?: string;
 }
+
+/** The largest tarball a proxy sends inside its job (JobRequest.tgz) rather than as a blob. */
+export const INLINE_TARBALL_BYTES = 16 * 1024;
+
+/** A verified job: the request it describes, and its tarball when the job carries it. */
+export type VerifiedJob = JobRequest & { tarball?: Buffer };
 
 /** The job as stored in Redis: the request with its env sealed, and signed. */
 export interface JobData extends Omit<JobRequest, 'env'> {
@@ -151,7 +165,7 @@ const KINDS: readonly RpcKind[] = ['generate', 'match', 'parameters'];
  * until proven otherwise) and return the request it describes, env unsealed; throws
  * InvalidJobError saying what is wrong. `jobId` is the BullMQ id the data was found under.
  */
-export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.now()): JobRequest {
+export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.now()): VerifiedJob {
   if (!raw || typeof raw !== 'object') throw new InvalidJobError('job data is not an object');
   const d = raw as Record<string, unknown>;
   const str = (name: string) => {
@@ -181,6 +195,7 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
   const traceparent = d.traceparent === undefined ? undefined : str('traceparent');
   if (traceparent !== undefined && !TRACEPARENT.test(traceparent)) throw new InvalidJobError('job field traceparent is invalid');
   if (d.gitCreds !== undefined && d.gitCreds !== true) throw new InvalidJobError('job field gitCreds is invalid');
+  const tgz = d.tgz === undefined ? undefined : str('tgz');
   const job: JobData = {
     v: 2,
     kind,
@@ -206,7 +221,16 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
   if (jobId !== resultId) throw new InvalidJobError(`job data belongs to job ${resultId.slice(0, 12)}…, not to this one`);
   if (now > job.expiresAt) throw new InvalidJobError(`job expired ${now - job.expiresAt} ms ago (its callers are gone; replays are refused)`);
   const { v: _v, envNames: _n, envSealed, sig: _s, ...rest } = job;
-  return { ...rest, env: openEnv(key, resultId, envSealed) };
+  const tarball = tgz === undefined ? undefined : inlineTarball(tgz, job.blob, job.size);
+  return { ...rest, env: openEnv(key, resultId, envSealed), ...(tarball ? { tarball } : {}) };
+}
+
+/** The bytes of an inline tarball, checked against the signed checksum and size (verifyJob). */
+function inlineTarball(tgz: string, sha256: string, size: number): Buffer {
+  const bytes = Buffer.from(tgz, 'base64');
+  if (size > INLINE_TARBALL_BYTES || bytes.length !== size || bytes.toString('base64') !== tgz) throw new InvalidJobError('job field tgz is invalid');
+  if (createHash('sha256').update(bytes).digest('hex') !== sha256) throw new InvalidJobError('job field tgz does not match its checksum');
+  return bytes;
 }
 
 /** The plugin request a job describes. */

@@ -1,12 +1,8 @@
-import { promisify } from 'node:util';
-import zlib from 'node:zlib';
 import type { RedisClient } from './redis-connection.js';
 import { splitPool } from '../split/split-pool.js';
 import type { PluginResult } from '../plugin/request.js';
-import { gunzipStored } from './gunzip-stored.js';
+import { gunzipStored, gzipStored } from './gzip-stored.js';
 import { sign, verify } from './signing.js';
-
-const gzip = promisify(zlib.gzip);
 
 const MAGIC = Buffer.from('CMPR1');
 const SIG_BYTES = 32;
@@ -30,11 +26,12 @@ export class EncodedResult {
  * A stored result (cache entry or one job's result): magic, HMAC over the Redis key name, the
  * request it answers (`binding`: the cache key of a cache entry, the request digest of a job's
  * result) and the payload, gzip of the result's JSON. An entry copied under another key, or
- * written for another request, does not verify. Compression runs off the event loop (libuv
- * pool), so a large output does not stall a worker's lock renewals.
+ * written for another request, does not verify. Compression of a large output runs off the
+ * event loop (libuv pool), so it does not stall a worker's lock renewals; a small one is
+ * compressed at once (gzipStored).
  */
 export async function encodeResult(signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult): Promise<Buffer> {
-  const payload = await gzip(result instanceof EncodedResult ? result.json : Buffer.from(JSON.stringify(result), 'utf8'));
+  const payload = await gzipStored(result instanceof EncodedResult ? result.json : Buffer.from(JSON.stringify(result), 'utf8'));
   return Buffer.concat([MAGIC, sign(signingKey, DOMAIN, [redisKey, binding, payload]), payload]);
 }
 

@@ -1,13 +1,9 @@
-import { promisify } from 'node:util';
-import zlib from 'node:zlib';
 import type { RedisClient } from './redis-connection.js';
 import { MAX_SHAPES_PER_KEY } from '../cache/shape-store.js';
 import { shapeIdOf, type Shape } from '../cache/read-set.js';
 import type { RecordedReads } from '../trace/read-recorder.js';
-import { gunzipStored } from './gunzip-stored.js';
+import { gunzipStored, gzipStored } from './gzip-stored.js';
 import { sign, verify } from './signing.js';
-
-const gzip = promisify(zlib.gzip);
 
 const READS_DOMAIN = 'cmp-offload/reads/v1';
 const SHAPE_DOMAIN = 'cmp-offload/shape/v1';
@@ -21,7 +17,7 @@ const MAX_STORED_BYTES = 64 * 1024 * 1024;
  * record would otherwise let anyone with Redis access store a result under too small a shape.
  */
 export async function seal(signingKey: Buffer, parts: string[], value: unknown): Promise<Buffer> {
-  const payload = await gzip(Buffer.from(JSON.stringify(value), 'utf8'));
+  const payload = await gzipStored(Buffer.from(JSON.stringify(value), 'utf8'));
   return Buffer.concat([sign(signingKey, parts[0]!, [...parts.slice(1), payload]), payload]);
 }
 

@@ -1,3 +1,4 @@
+import fs from 'node:fs/promises';
 import { status as Status } from '@grpc/grpc-js';
 import type { JobsOptions, Queue } from 'bullmq';
 import type { ResultCache } from '../../cmp/cache/result-cache.js';
@@ -13,7 +14,7 @@ import { RPC_TEXT, type PluginRequest, type PluginResult, type RpcKind } from '.
 import { gitCredsOf } from '../../cmp/askpass/git-creds-env.js';
 import { storeBlob } from '../../cmp/queue/blob-store.js';
 import { publishCancel } from '../../cmp/queue/cancel.js';
-import { decodeFailure, newResultId, requestDigest, signJob } from '../../cmp/queue/job-contract.js';
+import { decodeFailure, INLINE_TARBALL_BYTES, newResultId, requestDigest, signJob } from '../../cmp/queue/job-contract.js';
 import { appNameOf, type KeySpace } from '../../cmp/queue/keys.js';
 import { withTimeout, type RedisClient } from '../../cmp/queue/redis-connection.js';
 import { joinWaiters, leaveWaiters } from '../../cmp/queue/waiters.js';
@@ -25,7 +26,7 @@ import { guard, raceAbort } from './redis-step.js';
 
 /** Redis's default proto-max-bulk-len: the largest string, hence the largest blob, it stores. */
 const REDIS_MAX_STRING_BYTES = 512 * 1024 * 1024;
-/** A job's JSON is references and metadata; anything near this is a bug or an attack. */
+/** A job's JSON is references and metadata (and at most a small tarball); anything near this is a bug or an attack. */
 const JOB_SIZE_LIMIT = 1024 * 1024;
 /** Without a caller deadline, the waiter count is kept this long at most (a dead proxy's count expires). */
 const NO_DEADLINE_WAIT_MS = 3600_000;
@@ -93,7 +94,15 @@ export class JobSubmission {
     const step = <T>(p: Promise<T>) => guard(ro, kind, ctx, p);
     // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
     if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
-    await timeStage('upload', () => step(this.upload(repo)), undefined, ctx);
+    // A small tarball goes inside the job: no blob to upload, none for the worker to fetch. Only
+    // in a first submission: a later one (its blob was found lost: a worker that predates inline
+    // tarballs looked for one) uploads it. Either is the request's `upload` stage.
+    const inline = repo.size <= INLINE_TARBALL_BYTES && submission === 1;
+    const tgz = await timeStage('upload', async () => {
+      if (inline) return Buffer.from(repo.bytes ?? (await fs.readFile(await repo.file())));
+      await step(this.upload(repo));
+      return undefined;
+    }, undefined, ctx);
     const queue = await step(this.d.queue());
     const depth = await step(queue.count());
     if (depth >= ro.maxQueueDepth) {
@@ -112,13 +121,10 @@ export class JobSubmission {
     // submission's id is the waiter's: a join or leave that reaches Redis twice counts once.
     const waiters = await step(joinWaiters(this.d.redis, waitersKey, resultId, waitMs));
     if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
-    let joined = true;
-    const leave = async (): Promise<number> => {
-      if (!joined) return 0;
-      joined = false;
-      // Redis away: taken as nobody else waiting, so this caller stops the job; the key expires.
-      return leaveWaiters(this.d.redis, waitersKey, resultId).catch(() => 0);
-    };
+    let left: Promise<number> | undefined;
+    // Once: a later call gets the first one's count. Redis away: taken as nobody else waiting,
+    // so this caller stops the job; the key expires.
+    const leave = (): Promise<number> => (left ??= leaveWaiters(this.d.redis, waitersKey, resultId).catch(() => 0));
     let unregister: (() => void) | undefined;
     try {
       const enqueuedAt = Date.now();
@@ -142,6 +148,7 @@ export class JobSubmission {
         expiresAt,
         ...traceparentOfRequest(ctx),
         ...(creds ? { gitCreds: true as const } : {}),
+        ...(tgz ? { tgz: tgz.toString('base64') } : {}),
       });
       if (creds) unregister = this.d.gitCreds!.register(resultId, creds, expiresAt);
       // With deduplication (cached requests) `add` may return the identical job of another caller.
@@ -154,6 +161,8 @@ export class JobSubmission {
         waiting.stop();
         return await this.abandon(queue, answer, kind, ctx, leave);
       }
+      // The job has ended: this caller stops waiting now, in the same round trip as the result's read.
+      void leave();
       return await settle(this.d, answer, end, submission);
     } finally {
       unregister?.();

@@ -6,14 +6,14 @@
  * No worker runs at first: each test lets the job wait in the queue, does to Redis what an
  * expiry, an operator or a broken disk would, then starts a worker.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Queue, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { KeySpace } from '../../cmp/queue/keys.js';
-import type { JobData } from '../../cmp/queue/job-contract.js';
+import { INLINE_TARBALL_BYTES, type JobData } from '../../cmp/queue/job-contract.js';
 import type { Distributed } from '../helpers/distributed.js';
 import { chunksOf, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { assertOurError } from '../helpers/our-errors.js';
@@ -47,9 +47,12 @@ describe('our errors in distributed mode, as the caller sees them', () => {
     fs.rmSync(markers, { recursive: true, force: true });
   });
 
-  /** A call with its own tarball (a blob spoiled by one test must not reach the next). */
+  /**
+   * A call with its own tarball (a blob spoiled by one test must not reach the next), too large
+   * to go inside the job (INLINE_TARBALL_BYTES): these errors are a blob's.
+   */
   const generate = async (tag: string) =>
-    client.generate(generateCall(await tarballOf({ 'f.txt': tag }), { TAG: tag }, { timeoutMs: 30_000 }));
+    client.generate(generateCall(await tarballOf({ 'f.txt': tag, 'pad.txt': randomBytes(2 * INLINE_TARBALL_BYTES).toString('base64') }), { TAG: tag }, { timeoutMs: 30_000 }));
 
   /** The one job waiting in the queue (the call's). */
   const waitingJob = async (): Promise<Job> => {

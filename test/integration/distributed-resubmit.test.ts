@@ -9,7 +9,7 @@
  * worker answer. Every wait is for an event (a log line, a queue state, a marker file), with wide
  * time limits; none is a sleep.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -17,7 +17,7 @@ import assert from 'node:assert/strict';
 import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { KeySpace } from '../../cmp/queue/keys.js';
-import type { JobData } from '../../cmp/queue/job-contract.js';
+import { INLINE_TARBALL_BYTES, type JobData } from '../../cmp/queue/job-contract.js';
 import { countWaiters } from '../../cmp/queue/waiters.js';
 import type { Distributed } from '../helpers/distributed.js';
 import { openCmpClient, type CmpTestClient } from '../helpers/grpc-client.js';
@@ -116,9 +116,13 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     await until(async () => (await joinedByDedup(waitId)) === 1, 30_000, `the second caller's add to join ${what}`);
   };
 
-  /** A call with its own tarball and app name; `env` adds plugin env (TAG is the tag). */
+  /**
+   * A call with its own tarball and app name; `env` adds plugin env (TAG is the tag). The
+   * tarball is too large to go inside the job (INLINE_TARBALL_BYTES): these faults are a blob's.
+   */
   const generate = async (tag: string, env: Record<string, string> = {}) => {
-    const tgz = await tarballOf({ 'f.txt': tag });
+    const tgz = await tarballOf({ 'f.txt': tag, 'pad.txt': randomBytes(2 * INLINE_TARBALL_BYTES).toString('base64') });
+    assert.ok(tgz.length > INLINE_TARBALL_BYTES);
     return { tgz, call: client.generate(generateCall(tgz, { TAG: tag, ...env }, { appName: tag, timeoutMs: DEADLINE_MS })) };
   };
 
@@ -318,5 +322,37 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     const outcome = await withWorker(() => call);
     assertAnswered(outcome, 'result-gone');
     assert.equal(startsOf(markers, 'result-gone').length, 2, 'the lost result was made again');
+  });
+
+  test('(h) a small tarball goes inside the job: no blob in Redis, the worker runs it from the job', async () => {
+    const tgz = await tarballOf({ 'f.txt': 'inline' });
+    assert.ok(tgz.length <= INLINE_TARBALL_BYTES);
+    const call = client.generate(generateCall(tgz, { TAG: 'inline' }, { appName: 'inline', timeoutMs: DEADLINE_MS }));
+    const first = await waitingJob();
+    const data = first.data as JobData;
+    assert.equal(Buffer.from(data.tgz!, 'base64').toString('hex'), tgz.toString('hex'));
+    assert.equal(await redis.exists(keys.blob(data.blob)), 0, 'nothing uploaded');
+    assertAnswered(await withWorker(() => call), 'inline');
+    assert.equal(startsOf(markers, 'inline').length, 1);
+  });
+
+  test('(i) a tampered inline tarball is refused, nothing runs; the proxy submits anew with the blob uploaded', async () => {
+    const tgz = await tarballOf({ 'f.txt': 'inline-tampered' });
+    const call = client.generate(generateCall(tgz, { TAG: 'inline-tampered' }, { appName: 'inline-tampered', timeoutMs: DEADLINE_MS }));
+    const first = await waitingJob();
+    const data = first.data as JobData;
+    // Same size, one bit flipped: only the checksum tells.
+    const other = Buffer.from(tgz);
+    other.writeUInt8(other.readUInt8(other.length - 1) ^ 1, other.length - 1);
+    await first.updateData({ ...data, tgz: other.toString('base64') });
+    const outcome = await withWorker(async () => {
+      const r = await resubmitted('inline-tampered', call);
+      assert.equal(r.cause, 'job_refused');
+      assert.match(r.reason, /job field tgz does not match its checksum/);
+      return call;
+    });
+    assertAnswered(outcome, 'inline-tampered');
+    assert.equal(startsOf(markers, 'inline-tampered').length, 1, 'only the re-submission ran');
+    assert.equal(await redis.exists(keys.blob(data.blob)), 1, 'the re-submission uploaded the blob');
   });
 });

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -16,6 +17,7 @@ import { assertServerAnswer, wireGenerate } from '../helpers/raw-grpc.js';
 import { endsOf, failureOf, generateCall, markerPlugin, PREFIX, sleep, startMarkerBed, startsOf, until, type MarkerBed } from './distributed-helpers.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
 import { assertOurError } from '../helpers/our-errors.js';
+import { INLINE_TARBALL_BYTES } from '../../cmp/queue/job-contract.js';
 
 const QUEUE = 'qtest';
 const markers = pluginWritableTempDir('cmp-markers-');
@@ -105,7 +107,8 @@ describe('distributed mode', () => {
   });
 
   test('N apps sent with the same tarball store one blob; blobs, results and job records expire', async () => {
-    const shared = await tarballOf({ 'g.txt': 'shared content' });
+    // Above INLINE_TARBALL_BYTES: a smaller one goes inside its jobs, with no blob.
+    const shared = await tarballOf({ 'g.txt': 'shared content', 'pad.txt': randomBytes(2 * INLINE_TARBALL_BYTES).toString('base64') });
     const before = new Set(await redis.keys(`${PREFIX}:blob:*`));
     // Job ids are the proxy's result ids (64 hex).
     const jobKeys = async () => (await redis.keys(`${PREFIX}:${QUEUE}:*`)).filter(k => /:[0-9a-f]{64}$/.test(k));

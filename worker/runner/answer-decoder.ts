@@ -4,7 +4,7 @@ import type { Stage } from '../../cmp/observe/stages.js';
 import { EncodedResult } from '../../cmp/queue/result-store.js';
 import { startModuleThread } from '../../cmp/thread.js';
 import type { RecordedReads } from '../../cmp/trace/read-recorder.js';
-import type { AnswerBounds, RunnerSpan } from './answer.js';
+import { encodeAnswer, type AnswerBounds, type EncodedAnswer, type RunnerSpan } from './answer.js';
 import { ProtocolError } from './protocol.js';
 
 /** What the thread is asked: one ANSWER payload (transferred) and what it may hold. */
@@ -15,12 +15,7 @@ export interface DecodeJob {
 }
 
 /** What the thread answers: the checked answer, a result as its JSON bytes; or the refusal. */
-export type DecodeReply =
-  | ({ id: number; stages: [Stage, number][]; spans: RunnerSpan[] } & (
-      | { ok: true; json: Uint8Array; manifestBytes: number; reads: RecordedReads | undefined }
-      | { ok: false; code: Status; message: string }
-    ))
-  | { id: number; refused: string };
+export type DecodeReply = { id: number } & EncodedAnswer;
 
 /** A checked answer on the worker's side: a result arrives in its stored form (EncodedResult). */
 export type DecodedAnswer = { stages: [Stage, number][]; spans: RunnerSpan[] } & (
@@ -29,6 +24,9 @@ export type DecodedAnswer = { stages: [Stage, number][]; spans: RunnerSpan[] } &
 );
 
 const MiB = 1024 * 1024;
+
+/** An answer this small is decoded on the event loop: the thread's round trip costs more than the parse. */
+export const INLINE_DECODE_BYTES = 16 * 1024;
 
 /**
  * Heap of the decoder's thread for answers of up to `frameMax` bytes: the text, the parsed
@@ -45,7 +43,8 @@ export function decoderHeapMb(frameMax: number): number {
  * stall lock renewals and /healthz. One thread, started on first use and kept (unref'd) while
  * idle, with a bounded heap, checks answers one at a time (checkAnswer) and hands back a
  * result as its JSON bytes: the payload goes in and the result comes out by transfer, so the
- * loop never parses, copies or stringifies them. Rejects with ProtocolError only.
+ * loop never parses, copies or stringifies them. An answer of up to INLINE_DECODE_BYTES is
+ * checked the same way on the loop. Rejects with ProtocolError only.
  */
 export class AnswerDecoder {
   private thread: Worker | undefined;
@@ -55,6 +54,13 @@ export class AnswerDecoder {
   constructor(private readonly heapMb: number) {}
 
   decode(payload: Buffer, bounds: AnswerBounds): Promise<DecodedAnswer> {
+    if (payload.length <= INLINE_DECODE_BYTES) {
+      try {
+        return Promise.resolve(decoded(encodeAnswer(payload, bounds)));
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    }
     const thread = this.start();
     const id = this.nextId++;
     // A frame that spanned chunks owns its memory (FrameReader); a slice of a chunk is copied.
@@ -81,10 +87,11 @@ export class AnswerDecoder {
       if (!p) return;
       this.pending.delete(reply.id);
       if (this.pending.size === 0) thread.unref();
-      if ('refused' in reply) return p.reject(new ProtocolError(reply.refused));
-      if (!reply.ok) return p.resolve({ ok: false, code: reply.code, message: reply.message, stages: reply.stages, spans: reply.spans });
-      const json = Buffer.from(reply.json.buffer, reply.json.byteOffset, reply.json.byteLength);
-      p.resolve({ ok: true, result: new EncodedResult(json, reply.manifestBytes), reads: reply.reads, stages: reply.stages, spans: reply.spans });
+      try {
+        p.resolve(decoded(reply));
+      } catch (err) {
+        p.reject(err as Error);
+      }
     });
     const lost = (err: Error & { code?: string }) => {
       if (this.thread === thread) this.thread = undefined;
@@ -103,4 +110,12 @@ export class AnswerDecoder {
     thread.unref();
     return thread;
   }
+}
+
+/** An encoded answer as the runner client takes it; throws ProtocolError for a refused one. */
+function decoded(a: EncodedAnswer): DecodedAnswer {
+  if ('refused' in a) throw new ProtocolError(a.refused);
+  if (!a.ok) return { ok: false, code: a.code, message: a.message, stages: a.stages, spans: a.spans };
+  const json = Buffer.from(a.json.buffer, a.json.byteOffset, a.json.byteLength);
+  return { ok: true, result: new EncodedResult(json, a.manifestBytes), reads: a.reads, stages: a.stages, spans: a.spans };
 }

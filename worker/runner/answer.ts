@@ -13,6 +13,31 @@ export type CheckedAnswer = { stages: [Stage, number][]; spans: RunnerSpan[] } &
   | { ok: false; code: Status; message: string }
 );
 
+/**
+ * A checked answer as the decoder hands it back: a result as its JSON bytes, re-encoded from the
+ * checked value; or why it was refused (our words only: JSON.parse's own messages quote the input).
+ */
+export type EncodedAnswer =
+  | ({ stages: [Stage, number][]; spans: RunnerSpan[] } & (
+      | { ok: true; json: Uint8Array; manifestBytes: number; reads: RecordedReads | undefined }
+      | { ok: false; code: Status; message: string }
+    ))
+  | { refused: string };
+
+/** Check an ANSWER payload (checkAnswer) and re-encode its result; never throws. */
+export function encodeAnswer(payload: Buffer, bounds: AnswerBounds): EncodedAnswer {
+  try {
+    const a = checkAnswer(payload, bounds);
+    if (!a.ok) return a;
+    const json = new TextEncoder().encode(JSON.stringify(a.result));
+    let manifestBytes = 0;
+    if (a.result.kind === 'generate') for (const m of a.result.manifests) manifestBytes += Buffer.byteLength(m);
+    return { ok: true, json, manifestBytes, reads: a.reads, stages: a.stages, spans: a.spans };
+  } catch (err) {
+    return { refused: err instanceof ProtocolError ? err.message : `the answer could not be decoded (${(err as Error).name})` };
+  }
+}
+
 /** What the answer to one request may hold. */
 export interface AnswerBounds {
   kind: RpcKind;

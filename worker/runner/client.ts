@@ -83,11 +83,11 @@ export function runnerExecute(opts: RunnerClientOptions): Execute {
   const decoder = new AnswerDecoder(decoderHeapMb(answerFrameMax(opts.outputBytes)));
   const pool = new RunnerPool(opts.socketPaths, opts.concurrency);
   let warnedBusy = false;
-  return async (req, tgzPath, ctx, sink) => {
+  return async (req, tgz, ctx, sink) => {
     for (let refused = 0; ; refused++) {
       const socketPath = await pool.take(ctx.signal);
       try {
-        return await callRunner({ ...opts, socketPath }, decoder, req, tgzPath, ctx, sink);
+        return await callRunner({ ...opts, socketPath }, decoder, req, tgz, ctx, sink);
       } catch (err) {
         if (err instanceof RunnerBusy && !ctx.signal.aborted) {
           // An isolated runner: from now on one request at a time there; this one waits for a free runner.
@@ -167,12 +167,22 @@ export class RunnerPool {
   }
 }
 
-async function callRunner(opts: RunnerClientOptions & { socketPath: string }, decoder: AnswerDecoder, req: PluginRequest, tgzPath: string, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
-  // A small tarball (the common case) is read at once and goes with the header in one write: no
-  // file stream, one wake-up of the runner. A larger one streams in DATA frames.
-  const stat = await fs.promises.stat(tgzPath);
-  const inline = stat.size <= DATA_FRAME_SEND ? await fs.promises.readFile(tgzPath) : undefined;
-  const size = inline?.length ?? stat.size;
+async function callRunner(opts: RunnerClientOptions & { socketPath: string }, decoder: AnswerDecoder, req: PluginRequest, tgz: string | Buffer, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
+  // A small tarball (the common case) goes with the header in one write: no file stream, one
+  // wake-up of the runner; the job may have carried it (no file at all). A larger one streams
+  // in DATA frames.
+  let inline: Buffer | undefined;
+  let size: number;
+  if (typeof tgz !== 'string') {
+    if (tgz.length > DATA_FRAME_SEND) throw new InfraError(`cmp-offload: an inline tarball of ${tgz.length} bytes exceeds ${DATA_FRAME_SEND}`);
+    inline = tgz;
+    size = tgz.length;
+  } else {
+    const stat = await fs.promises.stat(tgz);
+    inline = stat.size <= DATA_FRAME_SEND ? await fs.promises.readFile(tgz) : undefined;
+    size = inline?.length ?? stat.size;
+  }
+  const tgzPath = typeof tgz === 'string' ? tgz : '';
   const header: RunnerRequest = {
     v: RUNNER_PROTOCOL_VERSION,
     kind: req.kind,

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
-import { decodeFailure, encodeFailure, newResultId, openEnv, requestDigest, signJob, verifyJob, type JobRequest } from '../../../cmp/queue/job-contract.js';
+import { createHash } from 'node:crypto';
+import { decodeFailure, encodeFailure, INLINE_TARBALL_BYTES, newResultId, openEnv, requestDigest, signJob, verifyJob, type JobRequest } from '../../../cmp/queue/job-contract.js';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 const HEX = 'a'.repeat(64);
@@ -142,4 +143,30 @@ test('gitCreds is signed: added to or dropped from a signed job, the job is reje
   assert.throws(() => verifyJob(KEY, dropped, 'b'.repeat(64), NOW), /signature does not verify/);
   assert.throws(() => verifyJob(KEY, { ...job(), gitCreds: true }, 'b'.repeat(64), NOW), /signature does not verify/);
   assert.throws(() => verifyJob(KEY, { ...withCreds, gitCreds: 'yes' }, 'b'.repeat(64), NOW), /gitCreds is invalid/);
+});
+
+test('an inline tarball verifies against the signed checksum and size, and comes back as its bytes', () => {
+  const bytes = Buffer.from('a small tarball');
+  const sha = createHash('sha256').update(bytes).digest('hex');
+  const data = job({ blob: sha, size: bytes.length, tgz: bytes.toString('base64') });
+  const verified = verifyJob(KEY, JSON.parse(JSON.stringify(data)), 'b'.repeat(64), NOW);
+  assert.deepEqual(verified.tarball, bytes);
+  // A job without one verifies as before: the tarball is a blob.
+  assert.equal(verifyJob(KEY, job(), 'b'.repeat(64), NOW).tarball, undefined);
+});
+
+test('a tampered inline tarball is rejected: other bytes, added, malformed or too large', () => {
+  const bytes = Buffer.from('a small tarball');
+  const sha = createHash('sha256').update(bytes).digest('hex');
+  const signed = job({ blob: sha, size: bytes.length, tgz: bytes.toString('base64') });
+  const other = Buffer.from('a small tarbal!');
+  assert.throws(() => verifyJob(KEY, { ...signed, tgz: other.toString('base64') }, 'b'.repeat(64), NOW), /job field tgz does not match its checksum/);
+  assert.throws(() => verifyJob(KEY, { ...signed, tgz: bytes.subarray(1).toString('base64') }, 'b'.repeat(64), NOW), /job field tgz is invalid/);
+  assert.throws(() => verifyJob(KEY, { ...signed, tgz: '%%%' }, 'b'.repeat(64), NOW), /job field tgz is invalid/);
+  assert.throws(() => verifyJob(KEY, { ...signed, tgz: 7 }, 'b'.repeat(64), NOW), /job field tgz is missing or not a string/);
+  // Added to a job of a blob: it must still be that blob's bytes.
+  assert.throws(() => verifyJob(KEY, { ...job(), tgz: other.toString('base64') }, 'b'.repeat(64), NOW), /job field tgz/);
+  const big = Buffer.alloc(INLINE_TARBALL_BYTES + 1);
+  const bigJob = job({ blob: createHash('sha256').update(big).digest('hex'), size: big.length, tgz: big.toString('base64') });
+  assert.throws(() => verifyJob(KEY, bigJob, 'b'.repeat(64), NOW), /job field tgz is invalid/);
 });

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { decodeResult, encodeResult } from '../../../cmp/queue/result-store.js';
 import { checkAnswer, checkDepth, MAX_ANSWER_DEPTH, type AnswerBounds } from '../../../worker/runner/answer.js';
-import { AnswerDecoder, decoderHeapMb } from '../../../worker/runner/answer-decoder.js';
+import { AnswerDecoder, decoderHeapMb, INLINE_DECODE_BYTES } from '../../../worker/runner/answer-decoder.js';
 import { encodeFrame, FrameReader, FrameType, ProtocolError } from '../../../worker/runner/protocol.js';
 
 const GENERATE: AnswerBounds = { kind: 'generate', readsAsked: false, maxPaths: 10, maxManifests: 100 };
@@ -74,6 +74,18 @@ test('the decoder thread: a result comes back as the JSON the store would have w
   assert.equal(chunk.subarray(0, 2).toString(), 'xx');
   await assert.rejects(decoder.decode(Buffer.from('LIE-TEXT {'), GENERATE), (err: Error) => err instanceof ProtocolError && err.message === 'the answer is not JSON');
   await assert.rejects(decoder.decode(Buffer.from('['.repeat(1e6)), GENERATE), /nests deeper than 5 levels/);
+});
+
+test('a small answer is decoded on the loop, a larger one in the thread: the same checks, the same result bytes', async () => {
+  const decoder = new AnswerDecoder(decoderHeapMb(1024 * 1024));
+  const bounds = { ...GENERATE, maxManifests: 1e6 };
+  for (const size of [10, INLINE_DECODE_BYTES, INLINE_DECODE_BYTES + 1, 4 * INLINE_DECODE_BYTES]) {
+    const result = { kind: 'generate' as const, manifests: [`{"a":"${'x'.repeat(size)}"}`] };
+    const a = await decoder.decode(json({ v: 1, ok: true, result, stages: { exec: 1 } }), bounds);
+    assert.ok(a.ok);
+    assert.equal(a.result.json.toString(), JSON.stringify(result));
+    await assert.rejects(decoder.decode(json({ v: 1, ok: true, result: { kind: 'match' }, pad: 'x'.repeat(size) }), bounds), ProtocolError);
+  }
 });
 
 test('an answer that needs more than the decoder heap ends the thread, not the process, and the next one is decoded', async () => {
