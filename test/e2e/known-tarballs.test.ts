@@ -148,7 +148,8 @@ for (const mode of MODES) {
 
     // Distributed mode only (defined there, not skipped elsewhere: npm test reports no skips).
     if (mode === 'distributed') test('distributed: a known tarball is not uploaded again, its blob only gets its TTL refreshed', async () => {
-      const tgz = buildTgz(tree('blob'));
+      // Over the 16 KiB a job carries inline, so that it travels as a blob.
+      const tgz = buildTgz([...tree('blob'), { name: 'app/pad.bin', content: randomBytes(32 * 1024) }]);
       await listing(tgz);
       // Keyspace events of the blob key (this suite's own Redis): an upload ends in a RENAME onto it.
       const commands = new Redis(server.redisUrl!);

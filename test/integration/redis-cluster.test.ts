@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -54,7 +55,8 @@ describe('Redis Cluster (3 masters, started by the test)', () => {
       await cluster.stop();
       throw err;
     }
-    tgz = await tarballOf({ 'f.txt': 'cluster' });
+    // Over the 16 KiB a job carries inline: the tarball travels as a blob, whose key is checked too.
+    tgz = await tarballOf({ 'f.txt': 'cluster', 'pad.txt': randomBytes(32 * 1024).toString('base64') });
   });
 
   after(async () => {
