@@ -227,8 +227,10 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
 
 /** The bytes of an inline tarball, checked against the signed checksum and size (verifyJob). */
 function inlineTarball(tgz: string, sha256: string, size: number): Buffer {
+  // Lengths first: the field is not signed, so nothing of a longer one is decoded.
+  if (size > INLINE_TARBALL_BYTES || tgz.length !== 4 * Math.ceil(size / 3)) throw new InvalidJobError('job field tgz is invalid');
   const bytes = Buffer.from(tgz, 'base64');
-  if (size > INLINE_TARBALL_BYTES || bytes.length !== size || bytes.toString('base64') !== tgz) throw new InvalidJobError('job field tgz is invalid');
+  if (bytes.length !== size || bytes.toString('base64') !== tgz) throw new InvalidJobError('job field tgz is invalid');
   if (createHash('sha256').update(bytes).digest('hex') !== sha256) throw new InvalidJobError('job field tgz does not match its checksum');
   return bytes;
 }

@@ -28,3 +28,16 @@ test('a large record (inflated in the thread pool) opens as a small one does', a
   assert.ok(stored.length > 16 * 1024, `only ${stored.length} bytes`);
   assert.deepEqual(await unseal(KEY, ['cmp-offload/reads/v1', 'reads-key'], stored), value);
 });
+
+test('a small payload that inflates past the on-loop bound is inflated in the thread pool, whole', async () => {
+  const { gunzipStored } = await import('../../../cmp/queue/gzip-stored.js');
+  const { gzipSync } = await import('node:zlib');
+  // 4 MiB of one byte: a few KiB of gzip, far past what is inflated on the event loop.
+  const big = Buffer.alloc(4 * 1024 * 1024, 0x61);
+  const gz = gzipSync(big);
+  assert.ok(gz.length <= 16 * 1024, `${gz.length} bytes of gzip`);
+  assert.ok((await gunzipStored(gz)).equals(big));
+  // A caller's own bound still holds, below or above the on-loop one.
+  await assert.rejects(gunzipStored(gz, 1024), { code: 'ERR_BUFFER_TOO_LARGE' });
+  await assert.rejects(gunzipStored(gz, 1024 * 1024), (err: NodeJS.ErrnoException) => /too large|ERR_BUFFER_TOO_LARGE/i.test(`${err.code} ${err.message}`));
+});
