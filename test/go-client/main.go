@@ -3,7 +3,8 @@
 // generated code, no protoc), so it builds from Debian's golang-google-grpc-dev in GOPATH mode.
 //
 // Input (stdin, JSON): {"socket", "method", "stream", "messages": [base64], "timeoutMs",
-// "cancelAfterMs", "keepaliveMs", "maxMsgBytes"}. Output (stdout, JSON): {"code", "message",
+// "cancelAfterMs", "cancelWhenFile", "keepaliveMs", "maxMsgBytes"}. With cancelWhenFile the
+// cancel comes cancelAfterMs after that file appears (the plugin has started), not after the call. Output (stdout, JSON): {"code", "message",
 // "responses": [base64]}.
 package main
 
@@ -23,14 +24,15 @@ import (
 )
 
 type input struct {
-	Socket        string   `json:"socket"`
-	Method        string   `json:"method"`
-	Stream        bool     `json:"stream"`
-	Messages      [][]byte `json:"messages"`
-	TimeoutMs     int      `json:"timeoutMs"`
-	CancelAfterMs int      `json:"cancelAfterMs"`
-	KeepaliveMs   int      `json:"keepaliveMs"`
-	MaxMsgBytes   int      `json:"maxMsgBytes"`
+	Socket         string   `json:"socket"`
+	Method         string   `json:"method"`
+	Stream         bool     `json:"stream"`
+	Messages       [][]byte `json:"messages"`
+	TimeoutMs      int      `json:"timeoutMs"`
+	CancelAfterMs  int      `json:"cancelAfterMs"`
+	CancelWhenFile string   `json:"cancelWhenFile"`
+	KeepaliveMs    int      `json:"keepaliveMs"`
+	MaxMsgBytes    int      `json:"maxMsgBytes"`
 }
 
 type output struct {
@@ -96,7 +98,21 @@ func call(in input) output {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutMs)*time.Millisecond)
 		defer cancel()
 	}
-	if in.CancelAfterMs > 0 {
+	if in.CancelWhenFile != "" {
+		go func() {
+			for {
+				if _, err := os.Stat(in.CancelWhenFile); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			time.AfterFunc(time.Duration(in.CancelAfterMs)*time.Millisecond, cancel)
+		}()
+	} else if in.CancelAfterMs > 0 {
 		time.AfterFunc(time.Duration(in.CancelAfterMs)*time.Millisecond, cancel)
 	}
 	out := output{Responses: [][]byte{}}
