@@ -1,4 +1,4 @@
-import { asksHelp, helpOf, isCommand, versionLine } from './help.js';
+import { asksHelp, helpOf, isCommand, versionLine } from '../cli/help.js';
 
 const USAGE = `usage: cmp-offload <command> [flags]
 
@@ -37,17 +37,17 @@ export async function main(argv: string[]): Promise<number> {
       case 'worker':
         return await (await import('../worker/main.js')).runWorker(rest);
       case 'runner':
-        return await (await import('../worker/runner/main.js')).runRunner(rest);
+        return await (await import('../runner/main.js')).runRunner(rest);
       case 'cache':
-        return await (await import('../cmp/queue/cache-cli.js')).runCacheCommand(rest, { stdout: process.stdout, stderr: process.stderr });
+        return await (await import('../cli/cache-cli.js')).runCacheCommand(rest, { stdout: process.stdout, stderr: process.stderr });
       case 'paths':
-        return await (await import('../cmp/queue/paths-cli.js')).runPathsCommand(rest, { stdout: process.stdout, stderr: process.stderr });
+        return await (await import('../cli/paths-cli.js')).runPathsCommand(rest, { stdout: process.stdout, stderr: process.stderr });
       case 'keeper':
-        return await (await import('../cmp/keeper/main.js')).runKeeper(rest);
+        return await (await import('../keeper/main.js')).runKeeper(rest);
       case 'generate':
       case 'match':
       case 'params':
-        return await (await import('../cmp/client/client-cli.js')).runClientCommand(command, rest, { stdout: process.stdout, stderr: process.stderr });
+        return await (await import('../cli/client-cli.js')).runClientCommand(command, rest, { stdout: process.stdout, stderr: process.stderr });
       case undefined:
       case '-h':
       case '--help':

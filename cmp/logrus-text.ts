@@ -1,4 +1,4 @@
-import { goQuote } from './exec/go-quote.js';
+import { goQuote } from './go/go-quote.js';
 
 /*
  * logrus's text output and Go's time layouts, without pino: cmp/log.ts builds the process logger

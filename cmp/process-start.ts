@@ -5,7 +5,7 @@ import { readPluginConfig } from './config/plugin-config.js';
 import { pluginBaseEnv } from './exec/env.js';
 import { createLogger, type Logger } from './log.js';
 import type { Engine } from './plugin/execute.js';
-import { chooseInflater } from './tar/go-gunzip.js';
+import { chooseInflater } from './go/go-gunzip.js';
 
 export interface Started {
   log: Logger;

@@ -1,5 +1,5 @@
 import { Status } from '../cmp/grpc-status.js';
-import { formatGoDuration } from '../cmp/config/go-duration.js';
+import { formatGoDuration } from '../cmp/go/go-duration.js';
 import { messageOf, ourError } from '../cmp/errors.js';
 import { AskpassError } from '../cmp/askpass/askpass-error.js';
 import { gitCredsOf } from '../cmp/askpass/git-creds-env.js';

@@ -17,7 +17,7 @@ import { logFailed, type Logger } from '../cmp/log.js';
 import type { Engine } from '../cmp/plugin/engine.js';
 import { createProcessor, type AbortReason, type Execute } from './processor.js';
 import { RecordedRuns, RecordingWorker } from './recorded-runs.js';
-import { runnerExecute } from './runner/client.js';
+import { runnerExecute } from './runner-client.js';
 import { RunnerGate } from './runner-gate.js';
 
 /**

@@ -29,7 +29,7 @@ export type AbortReason = 'deadline' | 'canceled' | 'shutdown';
 
 /**
  * Runs a verified request on its tarball (the path of a fetched blob, or the bytes a job
- * carried inline): the runner client (plugin code in its own container, worker/runner; its
+ * carried inline): the runner client (plugin code in its own container, runner/; its
  * results come already encoded) or, where configured, the in-process executor.
  */
 export type Execute = (req: PluginRequest, tgz: string | Buffer, ctx: Ctx, sink?: ReadSink) => Promise<PluginResult | EncodedResult>;

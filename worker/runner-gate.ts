@@ -1,7 +1,7 @@
 import type { Logger } from '../cmp/log.js';
 import { InfraError, RunnerUnreachable, type Execute } from './processor.js';
 import type { RecordingWorker } from './recorded-runs.js';
-import { runnerAccepts } from './runner/client.js';
+import { runnerAccepts } from './runner-client.js';
 
 /** How often a starting worker tries the runner's socket: starting containers are fast, and a try costs a failed connect. */
 const RUNNER_RETRY_MS = 10;

@@ -1,5 +1,5 @@
-import { callClientStream, type StreamingRpc } from '../../cmp/client/client-stream.js';
-import { connectPlugin } from '../../cmp/client/connect.js';
+import { callClientStream, type StreamingRpc } from '../../cli/client-stream.js';
+import { connectPlugin } from '../../cli/connect.js';
 import { startProxy } from '../../test/helpers/proxy-process.js';
 import { profileEnv } from '../lib/processes.js';
 import { startBareServer } from '../lib/service.js';

@@ -1,4 +1,4 @@
-import { callClientStream } from '../../cmp/client/client-stream.js';
+import { callClientStream } from '../../cli/client-stream.js';
 import { startDistributed } from '../../test/helpers/distributed.js';
 import { openCmpClient } from '../../test/helpers/grpc-client.js';
 import { rssBytes } from '../../test/helpers/rss.js';

@@ -48,7 +48,7 @@ export async function askpassHelper(args: readonly string[], env: Record<string,
   const nonce = env.ARGOCD_GIT_ASKPASS_NONCE ?? '';
   if (nonce === '') return fatal(io, 'ARGOCD_GIT_ASKPASS_NONCE is not set');
   const socket = env.ARGOCD_ASK_PASS_SOCK || DEFAULT_ASKPASS_SOCKET;
-  const [{ AskpassError, getCredentials }, { formatRpcError }] = await Promise.all([import('./askpass-grpc.js'), import('../client/rpc-status.js')]);
+  const [{ AskpassError, getCredentials }, { formatRpcError }] = await Promise.all([import('./askpass-grpc.js'), import('../rpc-status.js')]);
   let creds;
   try {
     creds = await getCredentials(socket, nonce, CALL_TIMEOUT_MS);

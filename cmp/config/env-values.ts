@@ -1,4 +1,4 @@
-import { parseGoDuration } from './go-duration.js';
+import { parseGoDuration } from '../go/go-duration.js';
 import type { SettingName } from './settings.js';
 
 // Parsers of setting values from the environment, each naming its setting in the error it

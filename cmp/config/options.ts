@@ -139,7 +139,7 @@ export interface Options {
   redis: RedisOptions | undefined;
   /**
    * CMP_OFFLOAD_RUNNER_SOCKET: where a worker's plugin commands run. An absolute path: the unix
-   * socket of the runner (worker/runner), which the runner listens on and the worker connects
+   * socket of the runner (runner/), which the runner listens on and the worker connects
    * to; or `in-process` (`IN_PROCESS`): inside the worker, for single-tenant installs only.
    * Undefined when unset: the worker and the runner refuse to start without it.
    */
@@ -149,7 +149,7 @@ export interface Options {
    * worker gives each job a free one). Empty when unset or `in-process`; `runnerSocket` is the first.
    */
   runnerSockets: readonly string[];
-  /** The runner's own settings (worker/runner/isolation.ts). */
+  /** The runner's own settings (runner/isolation.ts). */
   runner: RunnerOptions;
   /**
    * OpenTelemetry tracing: on when an OTLP endpoint is set (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,

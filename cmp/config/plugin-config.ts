@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { ParameterAnnouncement } from '../../proto/generated/reposerver/repository/repository.js';
 import { CmpError } from '../errors.js';
-import { yamlToJson } from '../split/yaml-to-json.js';
+import { yamlToJson } from '../go/yaml-to-json.js';
 import {
   embedded,
   field,
@@ -15,7 +15,7 @@ import {
   goSlice,
   goString,
   goStruct,
-} from './go-json-decode.js';
+} from '../go/go-json-decode.js';
 
 /** `plugin.Command`: argv = command[0], command[1:], args. */
 export interface Command {

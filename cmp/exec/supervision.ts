@@ -1,8 +1,8 @@
 import { ctxErr, type Ctx } from '../context.js';
 import { CmpError, ourError } from '../errors.js';
-import { formatGoDuration } from '../config/go-duration.js';
-import { forkExecText, goTrimSpace } from './go-exec-errors.js';
-import { formatArgs } from './go-quote.js';
+import { formatGoDuration } from '../go/go-duration.js';
+import { forkExecText, goTrimSpace } from '../go/go-exec-errors.js';
+import { formatArgs } from '../go/go-quote.js';
 
 /** Argo (v2.9+) gives a command's process group this long between SIGTERM and SIGKILL. */
 export const GROUP_CLEANUP_MS = 5_000;

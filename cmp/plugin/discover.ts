@@ -1,10 +1,10 @@
 import path from 'node:path';
 import { wrap } from '../errors.js';
 import type { PluginConfig } from '../config/plugin-config.js';
-import { goGlob } from '../discover/filepath-glob.js';
-import { zglob } from '../discover/zglob.js';
-import { realFs, type GlobFs } from '../discover/glob-fs.js';
-import { goQuote } from '../exec/go-quote.js';
+import { goGlob } from '../go/filepath-glob.js';
+import { zglob } from '../go/zglob.js';
+import { realFs, type GlobFs } from '../go/glob-fs.js';
+import { goQuote } from '../go/go-quote.js';
 
 /**
  * MatchRepository's `fileName` / `find.glob` rules (docs/argo-contract.md#matchrepository), on the extracted

@@ -1,7 +1,7 @@
 import { Status } from '../grpc-status.js';
 import type { ParameterAnnouncement } from '../../proto/generated/reposerver/repository/repository.js';
 import { CmpError } from '../errors.js';
-import { goJsonUnmarshal, goPtr, goSlice } from '../config/go-json-decode.js';
+import { GoJsonError, goJsonUnmarshal, goPtr, goSlice } from '../go/go-json-decode.js';
 import { parameterAnnouncementType, type PluginConfig } from '../config/plugin-config.js';
 
 /** Argo decodes the dynamic command's stdout into `[]*apiclient.ParameterAnnouncement`. */
@@ -21,7 +21,12 @@ function nilAnnouncementPanic(): CmpError {
  * element throws the INTERNAL panic error, which must be passed on unwrapped.
  */
 export function parseDynamicParameters(stdout: string): ParameterAnnouncement[] {
-  const list = goJsonUnmarshal<Array<ParameterAnnouncement | null>>(stdout, announcementListType);
+  let list: Array<ParameterAnnouncement | null>;
+  try {
+    list = goJsonUnmarshal(stdout, announcementListType);
+  } catch (err) {
+    throw err instanceof GoJsonError ? new CmpError(err.message) : err;
+  }
   if (list.includes(null)) throw nilAnnouncementPanic();
   return list as ParameterAnnouncement[];
 }

@@ -10,7 +10,7 @@ const DOMAIN = 'cmp-offload/result/v2';
 
 /**
  * A result already as its JSON: the worker's runner client checks a runner's answer and
- * re-encodes its result in a thread (worker/runner/answer-decoder.ts), so that a large result
+ * re-encodes its result in a thread (worker/answer-decoder.ts), so that a large result
  * never passes through the worker's event loop as strings. Stored as is.
  */
 export class EncodedResult {

@@ -1,10 +1,10 @@
 // Argo CD's `kube.SplitYAMLToString`: apimachinery's YAMLOrJSONDecoder(reader, 4096) decoding
 // RawExtensions until EOF (docs/argo-contract.md#splitting-manifests).
-import { scanJsonValue } from './go-json-scanner.js';
-import { EncodeLimit, goJsonByteLength, goJsonMarshal } from './go-json-encode.js';
-import type { GoValue } from './go-values.js';
-import { convertYamlText } from './yaml-to-json.js';
-import { readYamlText } from './yaml-reader-check.js';
+import { scanJsonValue } from '../go/go-json-scanner.js';
+import { EncodeLimit, goJsonByteLength, goJsonMarshal } from '../go/go-json-encode.js';
+import type { GoValue } from '../go/go-values.js';
+import { convertYamlText } from '../go/yaml-to-json.js';
+import { readYamlText } from '../go/yaml-reader-check.js';
 
 const SNIFF_BYTES = 4096;
 const PREFIX = 'failed to unmarshal manifest: ';

@@ -3,12 +3,12 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { once } from 'node:events';
 import zlib from 'node:zlib';
-import { goMatch } from '../discover/filepath-glob.js';
-import { compareGoStrings } from '../discover/glob-fs.js';
-import { goQuote } from '../exec/go-quote.js';
-import { goPathErrorText } from './go-errno.js';
-import { goJoin, goRel } from './go-path.js';
-import { encodeHeader, END_OF_ARCHIVE, padding, type WriteHeader } from './go-tar-writer.js';
+import { goMatch } from '../go/filepath-glob.js';
+import { compareGoStrings } from '../go/glob-fs.js';
+import { goQuote } from '../go/go-quote.js';
+import { goPathErrorText } from '../go/go-errno.js';
+import { goJoin, goRel } from '../go/go-path.js';
+import { encodeHeader, END_OF_ARCHIVE, padding, type WriteHeader } from '../go/go-tar-writer.js';
 
 export interface PackOptions {
   /** Go filepath.Match globs against the path relative to root (Argo's --plugin-tar-exclude). */

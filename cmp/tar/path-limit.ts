@@ -1,6 +1,6 @@
 import type { CmpError } from '../errors.js';
 import { ourError } from '../errors.js';
-import { goQuote } from '../exec/go-quote.js';
+import { goQuote } from '../go/go-quote.js';
 
 /**
  * Linux's PATH_MAX: no syscall takes a longer path, so Argo's Untgz of a longer name fails with

@@ -1,6 +1,7 @@
 import { CmpError } from '../errors.js';
-import { GoGunzip, GzipError } from './go-gunzip.js';
-import { GoTarReader, TarError, type TarLimits, type TarVisitor } from './go-tar-reader.js';
+import { GoGunzip, GzipError } from '../go/go-gunzip.js';
+import { GoTarReader, TarError, type TarVisitor } from '../go/go-tar-reader.js';
+import { tarGuard, type TarLimits } from './tar-limits.js';
 
 /**
  * gunzip + tar, push-based and synchronous, with Argo's Untgz error texts: first-header gzip
@@ -13,7 +14,7 @@ export class TgzStream {
   private readonly tar: GoTarReader;
 
   constructor(visitor: TarVisitor, limits: TarLimits) {
-    this.tar = new GoTarReader(visitor, limits);
+    this.tar = new GoTarReader(visitor, tarGuard(limits));
     this.gunzip = new GoGunzip(chunk => {
       if (this.tar.done) return;
       this.tar.push(chunk);

@@ -1,5 +1,5 @@
-import type { GlobFs, GlobStat } from '../discover/glob-fs.js';
-import { goClean } from './go-path.js';
+import type { GlobFs, GlobStat } from '../go/glob-fs.js';
+import { goClean } from '../go/go-path.js';
 import type { TreeEntry } from './tree-entry.js';
 
 const MAX_HOPS = 40;

@@ -1,6 +1,6 @@
 import { createHash, type Hash } from 'node:crypto';
-import type { GlobFs } from '../discover/glob-fs.js';
-import type { TarHeader, TarVisitor } from './go-tar-reader.js';
+import type { GlobFs } from '../go/glob-fs.js';
+import type { TarHeader, TarVisitor } from '../go/go-tar-reader.js';
 import { TgzStream } from './tgz-stream.js';
 import type { TreeEntry } from './tree-entry.js';
 import { TreeGlobFs } from './tree-glob-fs.js';

@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { CmpError, ourError } from '../errors.js';
-import { goQuote } from '../exec/go-quote.js';
-import { errnoCode, goLinkErrorText, goPathErrorText } from './go-errno.js';
-import { EvalSymlinksError, goEvalSymlinks } from './go-eval-symlinks.js';
-import { goDir, goJoin, goRel, inbound } from './go-path.js';
-import type { TarHeader, TarLimits, TarVisitor } from './go-tar-reader.js';
+import { goQuote } from '../go/go-quote.js';
+import { errnoCode, goLinkErrorText, goPathErrorText } from '../go/go-errno.js';
+import { EvalSymlinksError, goEvalSymlinks } from '../go/go-eval-symlinks.js';
+import { goDir, goJoin, goRel, inbound } from '../go/go-path.js';
+import type { TarHeader, TarVisitor } from '../go/go-tar-reader.js';
+import type { TarLimits } from './tar-limits.js';
 import { TgzStream } from './tgz-stream.js';
 
 export interface UntgzOptions extends TarLimits {

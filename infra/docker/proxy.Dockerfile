@@ -7,10 +7,13 @@
 FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.json ./
-COPY bin ./bin
-COPY cmp ./cmp
 COPY proxy ./proxy
 COPY worker ./worker
+COPY runner ./runner
+COPY keeper ./keeper
+COPY cli ./cli
+COPY cmp ./cmp
+COPY bin ./bin
 COPY proto ./proto
 # `npm ci` runs the `prepare` script, which compiles the TypeScript to dist/.
 # Only the runtime sources are copied, so `prepare` (tsc) compiles just them. No C compiler here:

@@ -11,10 +11,13 @@
 FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.json ./
-COPY bin ./bin
-COPY cmp ./cmp
 COPY proxy ./proxy
 COPY worker ./worker
+COPY runner ./runner
+COPY keeper ./keeper
+COPY cli ./cli
+COPY cmp ./cmp
+COPY bin ./bin
 COPY proto ./proto
 # gcc compiles, into dist/ (build stage only), cmp-trace (the traced cache's read recorder) and
 # cmp-reap (the subreaper that lets timeouts, cancel and shutdown kill plugin processes that left

@@ -5,8 +5,8 @@ import { logFailed, type Logger } from '../../cmp/log.js';
 import { registry } from '../../cmp/observe/metrics.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { SpoolStore } from '../ingest/spool-store.js';
-import type { ToCoordinator, ToIngest } from './hand-over.js';
-import { HandOvers, type Peer } from './hand-overs.js';
+import type { ToCoordinator, ToIngest } from './ipc-messages.js';
+import { HandOvers, type Peer } from './hand-over-dispatch.js';
 
 /** An ingest process that dies this many times in a row before it listens is not started again. */
 const START_FAILURES = 3;

@@ -8,7 +8,7 @@ import { shutdownTracing } from '../../cmp/observe/tracing.js';
 import { buildGrpcServer, drainGrpcServer } from '../grpc-server.js';
 import { IndexMemo } from '../ingest/index-memo.js';
 import { SpoolStore, type WorkPaths } from '../ingest/spool-store.js';
-import type { ToCoordinator, ToIngest } from './hand-over.js';
+import type { ToCoordinator, ToIngest } from './ipc-messages.js';
 import { RemoteDispatcher, type Channel } from './remote-dispatcher.js';
 
 /**

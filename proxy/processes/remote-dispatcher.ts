@@ -5,7 +5,7 @@ import type { Ctx } from '../../cmp/context.js';
 import { codeOf } from '../../cmp/errors.js';
 import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
 import type { Dispatcher, RepoRef } from '../dispatch/dispatcher.js';
-import { fromWire, type PathsOp, type ToCoordinator, type ToIngest, type TracedRef, type WireRepo } from './hand-over.js';
+import { fromWire, type PathsOp, type ToCoordinator, type ToIngest, type TracedRef, type WireRepo } from './ipc-messages.js';
 import { prepare } from '../../cmp/split/prepared.js';
 
 /** Tarballs whose index this process has sent lately (the coordinator asks again if it dropped one). */

@@ -77,7 +77,7 @@ test(`ingesting a ${SIZE / MiB} MiB tarball grows the proxy's RSS by less than 1
       // 64 KiB chunks keep the test short; ingest handles any chunk size the same way.
       for await (const chunk of fs.createReadStream(tgz, { highWaterMark: 64 * 1024 })) yield { file: { chunk: chunk as Buffer } };
     }
-    const { callClientStream } = await import('../../cmp/client/client-stream.js');
+    const { callClientStream } = await import('../../cli/client-stream.js');
     const res = await callClientStream(client.raw, 'generateManifest', messages(), {});
     clearInterval(sampler);
     assert.deepEqual(res, { value: { manifests: [`{"size":${SIZE}}`], sourceType: '' } });

@@ -247,7 +247,7 @@ for (const mode of MODES) {
 
 describe('client CLI against the proxy', () => {
   test('`cmp-offload generate --local` and `--socket` print the same manifests for the example app', async () => {
-    const { runClientCommand } = await import('../../cmp/client/client-cli.js');
+    const { runClientCommand } = await import('../../cli/client-cli.js');
     const { REPO_ROOT } = await import('../helpers/paths.js');
     const capture = async (args: string[]) => {
       let out = '';

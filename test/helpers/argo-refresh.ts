@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { goMatch } from '../../cmp/discover/filepath-glob.js';
+import { goMatch } from '../../cmp/go/filepath-glob.js';
 
 // Argo CD's rule, written again here so that the derivation of manifest-generate-paths is checked
 // against the rule and not against itself:

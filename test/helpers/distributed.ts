@@ -17,7 +17,7 @@ export interface DistributedOptions {
   workerEnv?: Record<string, string>;
   /** A different plugin.yaml for the workers (version skew tests). */
   workerPluginYaml?: string;
-  /** A different plugin.yaml for the workers' runners (worker/runner skew tests). */
+  /** A different plugin.yaml for the workers' runners (runner skew tests). */
   runnerPluginYaml?: string;
   /** Runner containers per worker (default: its CMP_OFFLOAD_CONCURRENCY, see worker-process.ts). */
   runners?: number;

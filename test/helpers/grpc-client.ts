@@ -10,9 +10,9 @@ import type {
   ParametersAnnouncementResponse,
   RepositoryResponse,
 } from '../../proto/generated/cmpserver/plugin/plugin.js';
-import { callClientStream, type StreamingRpc } from '../../cmp/client/client-stream.js';
-import { connectPlugin, type ConnectOptions } from '../../cmp/client/connect.js';
-import type { RpcOutcome } from '../../cmp/client/rpc-status.js';
+import { callClientStream, type StreamingRpc } from '../../cli/client-stream.js';
+import { connectPlugin, type ConnectOptions } from '../../cli/connect.js';
+import type { RpcOutcome } from '../../cmp/rpc-status.js';
 
 export type { RpcOutcome };
 

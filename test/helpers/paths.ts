@@ -13,6 +13,9 @@ export const REPO_ROOT = (() => {
   return dir;
 })();
 
+/** The product's source folders: its roles (proxy, worker, runner, keeper, cli), the libraries they share (cmp), and bin/. */
+export const SOURCE_ROOTS = ['proxy', 'worker', 'runner', 'keeper', 'cli', 'cmp', 'bin'] as const;
+
 export const BIN = path.join(REPO_ROOT, 'bin', 'cmp-offload');
 
 export function fixturePath(...parts: string[]): string {

@@ -17,7 +17,7 @@ import { stopChild } from './stop-child.js';
  */
 export const RUNNER_UID = process.getuid?.() === 0 ? 65534 : undefined;
 
-/** The settings a runner refuses to hold (worker/runner/main.ts). */
+/** The settings a runner refuses to hold (runner/main.ts). */
 const CREDENTIALS = ['CMP_OFFLOAD_REDIS_URL', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD', 'CMP_OFFLOAD_REDIS_SENTINEL_PASSWORD_FILE', 'CMP_OFFLOAD_SIGNING_KEY', 'CMP_OFFLOAD_SIGNING_KEY_FILE'];
 
 /**

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DATA_FRAME_SEND } from '../../worker/runner/protocol.js';
+import { DATA_FRAME_SEND } from '../../runner/protocol.js';
 import { startDistributed } from '../helpers/distributed.js';
 import { chunksOf, openCmpClient, repoMetadata } from '../helpers/grpc-client.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';

@@ -19,11 +19,11 @@ import { startWorker } from '../helpers/worker-process.js';
 import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { lines, until } from './distributed-helpers.js';
 import { parsePluginConfig, pluginSpecDigest } from '../../cmp/config/plugin-config.js';
-import { encodeFrame, FrameType, RUNNER_PROTOCOL_VERSION } from '../../worker/runner/protocol.js';
+import { encodeFrame, FrameType, RUNNER_PROTOCOL_VERSION } from '../../runner/protocol.js';
 import { ANY, assertOurError } from '../helpers/our-errors.js';
 
 /**
- * The runner (worker/runner): plugin commands of a worker run in another process, reached over
+ * The runner (runner/): plugin commands of a worker run in another process, reached over
  * a unix socket, with no credentials. The flows give the same answers as standalone mode, byte
  * for byte; cancels and shutdowns kill the run's process group in the runner; a runner that
  * dies or lies is an infrastructure failure, never a plugin result.

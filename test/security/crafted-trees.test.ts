@@ -7,7 +7,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { assertOurError } from '../helpers/our-errors.js';
-import { goQuote } from '../../cmp/exec/go-quote.js';
+import { goQuote } from '../../cmp/go/go-quote.js';
 import { MODES, type Mode } from '../e2e/harness.js';
 import { startDistributed } from '../helpers/distributed.js';
 import { openCmpClient, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';

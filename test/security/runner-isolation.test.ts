@@ -23,7 +23,7 @@ import { BIN } from '../helpers/paths.js';
 import { askRunnerAtOnce, namespaceProcesses, pluginWritableTempDir, runnerDirs, RUNNER_UID, RUNNERS_ISOLATED, startRunner, type RunnerProcess } from '../helpers/runner-process.js';
 import { until } from '../integration/distributed-helpers.js';
 import { parsePluginConfig, pluginSpecDigest } from '../../cmp/config/plugin-config.js';
-import { encodeFrame, FrameType, RUNNER_PROTOCOL_VERSION } from '../../worker/runner/protocol.js';
+import { encodeFrame, FrameType, RUNNER_PROTOCOL_VERSION } from '../../runner/protocol.js';
 
 const SPEC = `generate:
   command: [sh, -c]

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { REPO_ROOT, tsFilesUnder } from '../../helpers/paths.js';
+import { REPO_ROOT, SOURCE_ROOTS, tsFilesUnder } from '../../helpers/paths.js';
 
 /**
  * No import cycle anywhere in the tree (type-only imports included): configuration at the
@@ -11,7 +11,7 @@ import { REPO_ROOT, tsFilesUnder } from '../../helpers/paths.js';
  * which module depends on which.
  */
 
-const ROOTS = ['cmp', 'proxy', 'worker', 'bin', 'bench', 'proto/generated', 'test'];
+const ROOTS = [...SOURCE_ROOTS, 'bench', 'proto/generated', 'test'];
 const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'";]*?from\s+['"](\.[^'"]+)['"]|import\(\s*['"](\.[^'"]+)['"]\s*\)/g;
 
 /** Relative imports of every .ts file under the roots of `root`: file → the files it imports. */

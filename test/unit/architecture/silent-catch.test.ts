@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { REPO_ROOT, tsFilesUnder } from '../../helpers/paths.js';
+import { REPO_ROOT, SOURCE_ROOTS, tsFilesUnder } from '../../helpers/paths.js';
 
 /**
  * No silent catch in the product code: an error dropped on purpose says why (a comment on its
@@ -13,7 +13,7 @@ import { REPO_ROOT, tsFilesUnder } from '../../helpers/paths.js';
  * `x = false;`).
  */
 
-const ROOTS = ['cmp', 'proxy', 'worker', 'bin'];
+const ROOTS = SOURCE_ROOTS;
 const CONSTANT = String.raw`(?:\{\s*\}|undefined|null|true|false|-?\d+|''|""|\[\])`;
 const CATCH_ARROW = new RegExp(String.raw`\.catch\(\s*(?:\(\s*[\w$]*\s*\)|[\w$]+)\s*=>\s*${CONSTANT}\s*\)`);
 const CATCH_BLOCK = /\bcatch\s*(?:\(\s*[\w$]*\s*\))?\s*\{/g;

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { deriveFromShape, generatePathsValue, gitQuoted, tarballRoot } from '../../../cmp/cache/generate-paths.js';
 import { shapeOf, stateDigest } from '../../../cmp/cache/read-set.js';
-import { goMatch } from '../../../cmp/discover/filepath-glob.js';
+import { goMatch } from '../../../cmp/go/filepath-glob.js';
 import type { TreeEntry, TreeIndex } from '../../../cmp/tar/tree-index.js';
 import { argoRefreshes, changedFilesOf, filesHaveChanged, gitAsArgo, refreshPaths, repoServerRefreshes } from '../../helpers/argo-refresh.js';
 import { rng } from '../../helpers/rng.js';

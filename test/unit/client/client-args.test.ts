@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseClientArgs, UsageError } from '../../../cmp/client/client-args.js';
+import { parseClientArgs, UsageError } from '../../../cli/client-args.js';
 
 test('defaults: app path is DIR itself, yaml output, a 60 s timeout, a plugin block without parameters', () => {
   const a = parseClientArgs('generate', ['repo', '--socket', '/s.sock']);

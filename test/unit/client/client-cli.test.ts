@@ -7,8 +7,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { status as Status } from '@grpc/grpc-js';
-import { runClientCommand } from '../../../cmp/client/client-cli.js';
-import type { ClientKind } from '../../../cmp/client/client-args.js';
+import { runClientCommand } from '../../../cli/client-cli.js';
+import type { ClientKind } from '../../../cli/client-args.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
 import { startRecordingServer, type Behaviour, type RecordedCall } from './recording-server.js';
 

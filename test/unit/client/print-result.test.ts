@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { announcementsAsJson, manifestsAsJson, manifestsAsYaml, matchLine } from '../../../cmp/client/print-result.js';
+import { announcementsAsJson, manifestsAsJson, manifestsAsYaml, matchLine } from '../../../cli/print-result.js';
 
 const cm = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"enabled":"yes","n":"0777"}}';
 const big = '{"kind":"X","spec":{"n":18446744073709551615}}';

@@ -7,9 +7,9 @@ import {
   parametersJson,
   repoServerEnvStrings,
   type RepoServerEnvOptions,
-} from '../../../cmp/client/repo-server-env.js';
-import { goExpand } from '../../../cmp/client/go-expand.js';
-import { goJsonString, goJsonStringMap } from '../../../cmp/client/go-json.js';
+} from '../../../cli/repo-server-env.js';
+import { goExpand } from '../../../cmp/go/go-expand.js';
+import { goJsonString, goJsonStringMap } from '../../../cmp/go/go-json.js';
 
 const base: RepoServerEnvOptions = {
   appName: 'guestbook',

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
-import { formatRpcError, goCodeName } from '../../../cmp/client/rpc-status.js';
+import { formatRpcError, goCodeName } from '../../../cmp/rpc-status.js';
 
 test('a status prints as grpc-go prints it: rpc error: code = <Code> desc = <message>', () => {
   assert.equal(

@@ -6,9 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { status as Status } from '@grpc/grpc-js';
 import type { AppStreamRequest } from '../../../proto/generated/cmpserver/plugin/plugin.js';
-import { callClientStream } from '../../../cmp/client/client-stream.js';
-import { connectPlugin, grpcMaxMessageBytes } from '../../../cmp/client/connect.js';
-import { cmpChunkSize, sendRepoStream, type RepoStreamPayload } from '../../../cmp/client/send.js';
+import { callClientStream } from '../../../cli/client-stream.js';
+import { connectPlugin, grpcMaxMessageBytes } from '../../../cli/connect.js';
+import { cmpChunkSize, sendRepoStream, type RepoStreamPayload } from '../../../cli/send.js';
 import { startRecordingServer, type RecordedCall } from './recording-server.js';
 
 function tempFile(bytes: Buffer): { file: string; cleanup: () => void } {

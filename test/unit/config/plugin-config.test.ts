@@ -15,7 +15,7 @@ import {
   validatePluginConfig,
   type PluginConfig,
 } from '../../../cmp/config/plugin-config.js';
-import { yamlToJson } from '../../../cmp/split/yaml-to-json.js';
+import { yamlToJson } from '../../../cmp/go/yaml-to-json.js';
 import { fixturePath } from '../../helpers/paths.js';
 
 const MINIMAL = `apiVersion: argoproj.io/v1alpha1

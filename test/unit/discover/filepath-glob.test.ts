@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { goGlob, goMatch } from '../../../cmp/discover/filepath-glob.js';
+import { goGlob, goMatch } from '../../../cmp/go/filepath-glob.js';
 import { makeTree } from './glob-tree.js';
 
 const BAD = { message: 'syntax error in pattern' };

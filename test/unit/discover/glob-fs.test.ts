@@ -3,9 +3,9 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { chmod, mkdir } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
-import { goGlob } from '../../../cmp/discover/filepath-glob.js';
-import { compareGoStrings, realFs } from '../../../cmp/discover/glob-fs.js';
-import { zglob } from '../../../cmp/discover/zglob.js';
+import { goGlob } from '../../../cmp/go/filepath-glob.js';
+import { compareGoStrings, realFs } from '../../../cmp/go/glob-fs.js';
+import { zglob } from '../../../cmp/go/zglob.js';
 import { makeTree, memoryFs } from './glob-tree.js';
 
 const VIRTUAL = '/virtual/repo';
@@ -116,9 +116,9 @@ async function asUnprivileged(root: string): Promise<{ uid: number } & Record<'r
   await chmod(root, 0o755);
   const url = (rel: string) => new URL(rel, import.meta.url).href;
   const script = `
-    const { realFs } = await import(${JSON.stringify(url('../../../cmp/discover/glob-fs.js'))});
-    const { zglob } = await import(${JSON.stringify(url('../../../cmp/discover/zglob.js'))});
-    const { goGlob } = await import(${JSON.stringify(url('../../../cmp/discover/filepath-glob.js'))});
+    const { realFs } = await import(${JSON.stringify(url('../../../cmp/go/glob-fs.js'))});
+    const { zglob } = await import(${JSON.stringify(url('../../../cmp/go/zglob.js'))});
+    const { goGlob } = await import(${JSON.stringify(url('../../../cmp/go/filepath-glob.js'))});
     const root = process.env.GLOB_ROOT;
     const settle = p => p.then(value => ({ value }), err => ({ error: err.message }));
     process.stdout.write(JSON.stringify({

@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { posix } from 'node:path';
-import type { GlobFs, GlobStat } from '../../../cmp/discover/glob-fs.js';
+import type { GlobFs, GlobStat } from '../../../cmp/go/glob-fs.js';
 
 /**
  * The tree both glob engines are tested on: `<root>/app` is the app directory, `<root>/other`

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { compileGoRegexp, zglob, zglobRegexp } from '../../../cmp/discover/zglob.js';
+import { compileGoRegexp, zglob, zglobRegexp } from '../../../cmp/go/zglob.js';
 import { makeTree } from './glob-tree.js';
 
 describe('zglob on a real directory', () => {

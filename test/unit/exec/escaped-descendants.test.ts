@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { contextWithDeadline } from '../../../cmp/context.js';
-import { formatArgs } from '../../../cmp/exec/go-quote.js';
+import { formatArgs } from '../../../cmp/go/go-quote.js';
 import { settled, terminateAll, trackedGroups } from '../../../cmp/exec/process-groups.js';
 import { eventually, exists, rejection, run, sleep, tmpDir } from './helpers.js';
 

@@ -5,7 +5,7 @@ import {
   formatGoDurationNs,
   parseGoDuration,
   parseGoDurationNs,
-} from '../../../cmp/config/go-duration.js';
+} from '../../../cmp/go/go-duration.js';
 
 describe('parseGoDuration', () => {
   const valid: Array<[string, number]> = [

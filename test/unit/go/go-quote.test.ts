@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { formatArgs, goQuote } from '../../../cmp/exec/go-quote.js';
+import { formatArgs, goQuote } from '../../../cmp/go/go-quote.js';
 
 describe('goQuote', () => {
   const cases: Array<[string, string]> = [

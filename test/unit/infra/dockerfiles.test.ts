@@ -3,7 +3,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DEFAULT_HTTP_ADDR } from '../../../cmp/config/options.js';
-import { REPO_ROOT } from '../../helpers/paths.js';
+import { REPO_ROOT, SOURCE_ROOTS } from '../../helpers/paths.js';
 
 const read = (name: string) => fs.readFileSync(path.join(REPO_ROOT, 'infra/docker', name), 'utf8');
 /** Instructions of the last stage (the image that ships), continuation lines joined. */
@@ -25,7 +25,7 @@ for (const [file, role] of [['proxy.Dockerfile', 'proxy'], ['worker.Dockerfile',
     // Every COPY from the build context, in whatever form, is one the check below understands.
     const fromContext = text.split('\n').filter(l => /^COPY\s/i.test(l) && !/^COPY\s+--from=/i.test(l));
     const sources = [...text.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap(m => m[1]!.split(/\s+/));
-    assert.deepEqual(sources, ['package.json', 'package-lock.json', 'tsconfig.json', 'bin', 'cmp', 'proxy', 'worker', 'proto']);
+    assert.deepEqual(sources, ['package.json', 'package-lock.json', 'tsconfig.json', ...SOURCE_ROOTS, 'proto']);
     assert.equal([...text.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].length, fromContext.length, `${file}: a COPY the check cannot read`);
     for (const src of sources) assert.ok(fs.existsSync(path.join(REPO_ROOT, src)), `${file} copies ${src}, which does not exist`);
     // The entrypoint's files are what the build stage produced.

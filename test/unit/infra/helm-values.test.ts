@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { parsePluginConfig, pluginSpecDigest, socketFileName } from '../../../cmp/config/plugin-config.js';
-import { yamlToJson } from '../../../cmp/split/yaml-to-json.js';
+import { yamlToJson } from '../../../cmp/go/yaml-to-json.js';
 import { REPO_ROOT } from '../../helpers/paths.js';
 import { argoRepoServer, basePluginYaml, docsOf, KUSTOMIZE, strategicMerge, type Obj } from './infra-files.js';
 import { kubectlSkip, renderKustomize, renderWithComponents, requireKubectl } from './kubectl.js';

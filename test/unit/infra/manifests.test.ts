@@ -12,11 +12,11 @@ import { ConfigMap, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { ScaledObject, TriggerAuthentication } from '@kubernetes-models/keda/keda.sh/v1alpha1';
 import { compileOptions, DEFAULT_CONFIG_DIR, DEFAULT_HTTP_ADDR, DEFAULT_SOCKET_DIR } from '../../../cmp/config/options.js';
-import { parseGoDuration } from '../../../cmp/config/go-duration.js';
+import { parseGoDuration } from '../../../cmp/go/go-duration.js';
 import { parsePluginConfig, socketFileName } from '../../../cmp/config/plugin-config.js';
 import { bullmqKey, QUEUE_STATES } from '../../../cmp/observe/queue-depth.js';
 import { queueNameOf } from '../../../cmp/queue/keys.js';
-import { REPO_ROOT } from '../../helpers/paths.js';
+import { REPO_ROOT, SOURCE_ROOTS } from '../../helpers/paths.js';
 import { kubectlSkip, renderKustomize, requireKubectl } from './kubectl.js';
 import { allDocs, argoRepoServer, basePluginYaml, docsOf, documentedPatches, isKustomization, KUSTOMIZE, kustomizationFiles, one, strategicMerge, walk, type Obj } from './infra-files.js';
 
@@ -145,7 +145,7 @@ test('probes point at the real paths and at the port the process listens on', ()
 });
 
 test('every env name our containers set is one the code reads, and every value is accepted', () => {
-  const sources = [...walk(path.join(REPO_ROOT, 'cmp'), /\.ts$/), ...walk(path.join(REPO_ROOT, 'proxy'), /\.ts$/), ...walk(path.join(REPO_ROOT, 'worker'), /\.ts$/)]
+  const sources = SOURCE_ROOTS.flatMap(d => walk(path.join(REPO_ROOT, d), /\.ts$/))
     .map(f => fs.readFileSync(f, 'utf8'))
     .join('\n');
   for (const [c, role] of [[worker().spec.template.spec.containers[0], 'worker'], [sidecar(), 'proxy']] as const) {

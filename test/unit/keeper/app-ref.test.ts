@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { appRefOf } from '../../../cmp/keeper/app-ref.js';
+import { appRefOf } from '../../../keeper/app-ref.js';
 
 test("ARGOCD_APP_NAME: a bare name is in Argo CD's namespace, <namespace>_<name> elsewhere", () => {
   assert.deepEqual(appRefOf('guestbook', 'argocd'), { namespace: 'argocd', name: 'guestbook' });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decide } from '../../../cmp/keeper/grace.js';
+import { decide } from '../../../keeper/grace.js';
 
 const GRACE = 60_000;
 

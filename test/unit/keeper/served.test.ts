@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { annotationOf, whyNotServed, type Application } from '../../../cmp/keeper/served.js';
+import { annotationOf, whyNotServed, type Application } from '../../../keeper/served.js';
 
 const view = { plugin: 'kustomize-like-v1.0', repoUrl: 'https://git.example/monorepo.git', sourcePath: 'apps/a01' };
 const app = (source: Record<string, unknown> | undefined, extra: Record<string, unknown> = {}): Application =>

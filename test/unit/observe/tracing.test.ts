@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileOptions } from '../../../cmp/config/options.js';
 import { commandName, formatTraceparent, parseTraceparent } from '../../../cmp/observe/tracing.js';
-import { REPO_ROOT } from '../../helpers/paths.js';
+import { REPO_ROOT, SOURCE_ROOTS } from '../../helpers/paths.js';
 
 const BASE = { ARGOCD_PLUGINSOCKFILEPATH: '/tmp' };
 
@@ -94,7 +94,7 @@ test('zero cost when off: the SDK is only ever loaded by a dynamic import behind
       else if (rel.endsWith('.ts')) files.push(rel);
     }
   };
-  for (const d of ['bin', 'cmp', 'proxy', 'worker']) walk(d);
+  for (const d of SOURCE_ROOTS) walk(d);
   let dynamic = 0;
   for (const f of files) {
     const text = fs.readFileSync(path.join(REPO_ROOT, f), 'utf8');

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { answerBudget, cancelGraceMs } from '../../../worker/runner/client.js';
+import { answerBudget, cancelGraceMs } from '../../../worker/runner-client.js';
 
 test("the wait for a runner's answer: init and generate under their timeouts, then the cancel grace; or the job's deadline plus that grace", () => {
   const defaults = { execTimeoutMs: 90_000, fatalTimeoutMs: 10_000 };

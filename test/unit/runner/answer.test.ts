@@ -5,9 +5,9 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { decodeResult, encodeResult } from '../../../cmp/queue/result-store.js';
-import { checkAnswer, checkDepth, MAX_ANSWER_DEPTH, type AnswerBounds } from '../../../worker/runner/answer.js';
-import { AnswerDecoder, decoderHeapMb, INLINE_DECODE_BYTES } from '../../../worker/runner/answer-decoder.js';
-import { encodeFrame, FrameReader, FrameType, ProtocolError } from '../../../worker/runner/protocol.js';
+import { checkAnswer, checkDepth, MAX_ANSWER_DEPTH, type AnswerBounds } from '../../../runner/answer.js';
+import { AnswerDecoder, decoderHeapMb, INLINE_DECODE_BYTES } from '../../../worker/answer-decoder.js';
+import { encodeFrame, FrameReader, FrameType, ProtocolError } from '../../../runner/protocol.js';
 
 const GENERATE: AnswerBounds = { kind: 'generate', readsAsked: false, maxPaths: 10, maxManifests: 100 };
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));
@@ -103,7 +103,7 @@ test('a decoder thread started but never used does not keep the process alive (a
   // A script file, not -e: the thread inherits the process's flags, and --input-type would break it.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-decoder-'));
   const script = path.join(dir, 'warm.mjs');
-  const url = new URL('../../../worker/runner/answer-decoder.js', import.meta.url).href;
+  const url = new URL('../../../worker/answer-decoder.js', import.meta.url).href;
   fs.writeFileSync(script, `import { AnswerDecoder } from ${JSON.stringify(url)};\nnew AnswerDecoder(64).warm();\n`);
   const child = spawn(process.execPath, [script], { stdio: ['ignore', 'ignore', 'inherit'] });
   const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileOptions } from '../../../cmp/config/options.js';
-import { checkResetDirs, emptyDir, listProcesses, notAlone, type ProcEntry } from '../../../worker/runner/isolation.js';
-import { RunnerPool } from '../../../worker/runner/client.js';
+import { checkResetDirs, emptyDir, listProcesses, notAlone, type ProcEntry } from '../../../runner/isolation.js';
+import { RunnerPool } from '../../../worker/runner-client.js';
 
 test('CMP_OFFLOAD_RUNNER_SOCKET takes one path per runner; the worker\'s concurrency defaults to their number', () => {
   const one = compileOptions({ CMP_OFFLOAD_RUNNER_SOCKET: '/run/a/r.sock' });

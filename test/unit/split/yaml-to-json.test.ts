@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { yamlToJson } from '../../../cmp/split/yaml-to-json.js';
+import { yamlToJson } from '../../../cmp/go/yaml-to-json.js';
 
 const PREFIX = 'error converting YAML to JSON: ';
 

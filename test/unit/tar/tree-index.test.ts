@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { status as Status } from '@grpc/grpc-js';
-import { realFs, type GlobFs } from '../../../cmp/discover/glob-fs.js';
+import { realFs, type GlobFs } from '../../../cmp/go/glob-fs.js';
 import { packDirectory } from '../../../cmp/tar/pack.js';
 import { simpleIndexOf, TreeIndexer, type TreeIndex } from '../../../cmp/tar/tree-index.js';
 import { buildTgz, flipBit, gzipBytes, truncated, type TarEntry } from '../../helpers/tar-builder.js';
