@@ -67,7 +67,12 @@ export interface StormOptions {
   workerEnv?: Record<string, string>;
   /** Called after each pass, before the next commit. */
   onPass?(view: PassView): Promise<void>;
+  /** Symlinks in the checkout (path → raw target), the same at every commit. */
+  links?: Record<string, string>;
 }
+
+/** Symlinks a monorepo may hold: a linked base directory nobody reads through, and a values file app 2 reads through a link. */
+export const STORM_LINKS: Record<string, string> = { 'linked-base': 'base', [`apps/${appName(2)}/values.yaml`]: '../../base/labels.yaml' };
 
 /**
  * Argo's default: the whole repo is sent for every app (no manifest-generate-paths). Refresh all
@@ -90,7 +95,7 @@ export async function storm(cache: CacheMode, apps: number, opts: StormOptions =
   const client = openCmpClient(d.proxy.socketPath);
   try {
     const pass = async (commit: number) => {
-      const tgz = await checkout(checkoutDir, files);
+      const tgz = await checkout(checkoutDir, files, {}, opts.links);
       const outputs = new Map<string, string>();
       const p = await refreshAll(d, client, tgz, apps, commit, counter, outputs);
       await opts.onPass?.({ commit, files: { ...files }, tarballBytes: tgz.length, outputs });

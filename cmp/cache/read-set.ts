@@ -105,8 +105,9 @@ export function shapeIdOf(shape: Shape, known?: string): string {
 /**
  * sha256 of what the shape's paths are in `index`: for each touched path its type and content
  * digest (or absence; modes only with preserveFileMode), for each listed directory its entry
- * names and types (getdents gives both; the types make its link count). Equal digests mean the run would have seen the same inputs. Needs a simple tree
- * (no symlinks, no duplicates): only then is the index exactly the extracted tree.
+ * names and types (getdents gives both; the types make its link count); for each symlink its raw
+ * target and whether that existed when the link was made. Equal digests mean the run would have
+ * seen the same inputs. Needs a traceable tree: only then is the index exactly the extracted tree.
  */
 export function stateDigest(index: TreeIndex, shape: Shape, preserveFileMode: boolean): string {
   const children = childrenOf(index);
@@ -133,7 +134,7 @@ function stateOf(index: TreeIndex, p: string, preserveFileMode: boolean): string
   const mode = preserveFileMode ? ` ${e.mode.toString(8)}` : '';
   if (e.type === 'file') return `f ${e.sha256 ?? ''}${mode}`;
   if (e.type === 'dir') return preserveFileMode ? `d${mode}` : 'd';
-  return `l ${JSON.stringify(e.linkTarget ?? '')}`;
+  return `l ${JSON.stringify(e.linkTarget ?? '')}${e.targetExisted ? ' e' : ''}`;
 }
 
 const childrenCache = new WeakMap<TreeIndex, Map<string, string[]>>();

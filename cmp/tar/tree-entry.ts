@@ -14,4 +14,10 @@ export interface TreeEntry {
   sha256?: string;
   /** Raw link name of symlinks (before Argo re-roots and relativises it). */
   linkTarget?: string;
+  /**
+   * Symlinks of a traceable tree: whether the target existed when the link was extracted. It
+   * decides whether extraction relativises the real or the lexical target (they differ when the
+   * work dir's own path holds a symlink), so it is part of the link's state.
+   */
+  targetExisted?: boolean;
 }

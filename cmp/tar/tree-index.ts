@@ -19,6 +19,15 @@ export interface TreeIndex {
    */
   readonly simple: boolean;
   /**
+   * True when the extracted tree is a pure function of `entries` with symlinks as plain leaves:
+   * simple apart from symlinks, and each symlink's target (taken as extraction takes it) is
+   * inside the tree and crosses no symlink or file as the tree stood when the link was made, and
+   * nothing is written under a symlink. The traced cache keys such trees per app: a link is an
+   * input like a file (its target and `targetExisted`), and reads through it are recorded at the
+   * paths they reach.
+   */
+  readonly traceable: boolean;
+  /**
    * sha256 hex over a versioned encoding of the tree: paths, types, content digests, link
    * targets and, only with `preserveFileMode`, permission bits; not mtimes, owners or entry
    * order. For a non-simple archive the ordered entry list is digested instead, so two
@@ -116,6 +125,7 @@ class TreeBuilder implements TarVisitor {
   private readonly children = new Map<string, Set<string>>([['', new Set()]]);
   private readonly explicit = new Set<string>();
   private simple = true;
+  private traceable = true;
   private symlinks = 0;
   private impliedBytes = 0;
   /** False once the budget above is spent: the tree is no longer built, only digested in order. */
@@ -132,8 +142,7 @@ class TreeBuilder implements TarVisitor {
     if (h.name === '.' || h.name === './') return false;
     const rel = relativePath(h.name);
     const line: unknown[] = [rel ?? h.name, h.typeflag, h.linkname, h.mode & 0o777];
-    if (rel === undefined) this.simple = false;
-    else if (this.explicit.has(rel)) this.simple = false;
+    if (rel === undefined || this.explicit.has(rel)) this.notSimple();
     else this.explicit.add(rel);
     if (!this.building) {
       if (h.typeflag !== '0') this.digestLine(line);
@@ -150,7 +159,7 @@ class TreeBuilder implements TarVisitor {
     }
     if (rel !== undefined && h.typeflag === '5') this.mkdirAll(rel, h.mode & 0o777);
     else if (rel !== undefined && h.typeflag === '2') this.symlink(rel, h.linkname, h.mode & 0o777);
-    else this.simple = false;
+    else this.notSimple();
     this.digestLine(line);
     return false;
   }
@@ -173,7 +182,13 @@ class TreeBuilder implements TarVisitor {
 
   build(): TreeIndex {
     const ordered = this.ordered.map(h => h.digest('hex'));
-    return treeIndex(this.nodes, this.children, this.simple, this.symlinks > 0, ordered);
+    return treeIndex(this.nodes, this.children, this.simple, this.traceable && this.building, this.symlinks > 0, ordered);
+  }
+
+  /** Extraction is no longer a pure function of the final entries. */
+  private notSimple(): void {
+    this.simple = false;
+    this.traceable = false;
   }
 
   private digestLine(line: unknown[]): void {
@@ -208,13 +223,13 @@ class TreeBuilder implements TarVisitor {
       end = rel.lastIndexOf('/', end - 1);
     }
     if (node && node.type !== 'dir') {
-      this.simple = false;
+      this.notSimple();
       return false;
     }
     // missing[i] is the length of a path to create; rel itself (missing[0]) may be an entry's own.
     for (let i = explicitLast ? 1 : 0; i < missing.length; i++) this.impliedBytes += missing[i]!;
     if (this.impliedBytes > IMPLIED_PATH_BYTES) {
-      this.simple = false;
+      this.notSimple();
       this.building = false;
       return false;
     }
@@ -227,7 +242,7 @@ class TreeBuilder implements TarVisitor {
     if (parent !== '' && !this.mkdirAll(parent, 0o755, false)) return undefined;
     const node = this.nodes.get(rel);
     if (!node) return this.add({ path: rel, type: 'file', mode, size: 0 });
-    this.simple = false;
+    this.notSimple();
     // An existing file is overwritten and keeps its mode; a directory or symlink is not replaced.
     return node.type === 'file' ? node : undefined;
   }
@@ -236,9 +251,32 @@ class TreeBuilder implements TarVisitor {
     this.simple = false;
     const parent = parentOf(rel);
     const parentNode = parent === '' ? undefined : this.nodes.get(parent);
-    if (this.nodes.has(rel) || (parent !== '' && parentNode?.type !== 'dir')) return;
+    if (this.nodes.has(rel) || (parent !== '' && parentNode?.type !== 'dir')) {
+      this.traceable = false;
+      return;
+    }
+    const targetExisted = this.plainTarget(parent, linkname);
+    if (targetExisted === undefined) this.traceable = false;
     this.symlinks++;
-    this.add({ path: rel, type: 'symlink', mode, size: 0, linkTarget: linkname });
+    this.add({ path: rel, type: 'symlink', mode, size: 0, linkTarget: linkname, ...(targetExisted === undefined ? {} : { targetExisted }) });
+  }
+
+  /**
+   * Whether a link's target exists now, when extraction resolves it through nothing but
+   * directories; undefined when it would not: the target is the root or outside the tree, or a
+   * symlink or a file stands on its way (extraction would then follow the link or fail, as the
+   * entries before it decide). Go's Join: an absolute link name is taken below the link's dir.
+   */
+  private plainTarget(dir: string, linkname: string): boolean | undefined {
+    const target = relativePath(dir === '' ? linkname : `${dir}/${linkname}`);
+    if (target === undefined) return undefined;
+    for (let end = target.indexOf('/'); ; end = target.indexOf('/', end + 1)) {
+      const node = this.nodes.get(end < 0 ? target : target.slice(0, end));
+      if (!node) return false;
+      if (node.type === 'symlink') return undefined;
+      if (end < 0) return true;
+      if (node.type !== 'dir') return undefined;
+    }
   }
 }
 
@@ -246,6 +284,7 @@ function treeIndex(
   nodes: ReadonlyMap<string, TreeEntry>,
   children: ReadonlyMap<string, ReadonlySet<string>>,
   simple: boolean,
+  traceable: boolean,
   hasSymlinks: boolean,
   ordered: string[],
 ): TreeIndex {
@@ -253,8 +292,14 @@ function treeIndex(
   return {
     entries: nodes,
     simple,
+    traceable,
     contentDigest(preserveFileMode: boolean): string {
-      if (!simple) return ordered[preserveFileMode ? 1 : 0]!;
+      if (!simple) {
+        const d = ordered[preserveFileMode ? 1 : 0];
+        // An index rebuilt from its entries lacks the entry order a non-simple tree is keyed by.
+        if (d === undefined) throw new Error('tree index: no content digest for a tree rebuilt from its entries');
+        return d;
+      }
       let d = digests.get(preserveFileMode);
       if (d === undefined) {
         d = sortedDigest(nodes, children, preserveFileMode);
@@ -267,13 +312,14 @@ function treeIndex(
 }
 
 /**
- * The index of a simple tree again, from its entries in the order `entries` iterates them
+ * The index of a traceable tree again, from its entries in the order `entries` iterates them
  * (parents first): how a coordinator process gets the index an ingest process built, which
- * reaches it as plain data. Only simple trees travel (the traced cache wants no other).
+ * reaches it as plain data. Only traceable trees travel (the traced cache wants no other).
  */
-export function simpleIndexOf(entries: Iterable<TreeEntry>): TreeIndex {
+export function traceableIndexOf(entries: Iterable<TreeEntry>): TreeIndex {
   const nodes = new Map<string, TreeEntry>();
   const children = new Map<string, Set<string>>([['', new Set()]]);
+  let symlinks = false;
   for (const e of entries) {
     const parent = parentOf(e.path);
     const siblings = children.get(parent);
@@ -281,8 +327,9 @@ export function simpleIndexOf(entries: Iterable<TreeEntry>): TreeIndex {
     nodes.set(e.path, e);
     siblings.add(e.path.slice(parent === '' ? 0 : parent.length + 1));
     if (e.type === 'dir') children.set(e.path, new Set());
+    if (e.type === 'symlink') symlinks = true;
   }
-  return treeIndex(nodes, children, true, false, []);
+  return treeIndex(nodes, children, !symlinks, true, symlinks, []);
 }
 
 function sortedDigest(

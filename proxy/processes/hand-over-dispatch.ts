@@ -1,7 +1,7 @@
 import { contextWithDeadline, type CtxHandle } from '../../cmp/context.js';
 import type { TracedRequest } from '../../cmp/cache/traced-key.js';
 import { RequestTrace } from '../../cmp/observe/request-trace.js';
-import { simpleIndexOf } from '../../cmp/tar/tree-index.js';
+import { traceableIndexOf } from '../../cmp/tar/tree-index.js';
 import type { Dispatcher, RepoRef } from '../dispatch/dispatcher.js';
 import { copyOnDemand, type SpoolStore } from '../ingest/spool-store.js';
 import { IndexMemo } from '../ingest/index-memo.js';
@@ -76,7 +76,7 @@ export class HandOvers {
       let index = this.memo.peek(checksum);
       if (!index && entries) {
         try {
-          index = simpleIndexOf(entries);
+          index = traceableIndexOf(entries);
         } catch (err) {
           return from.send({ t: 'answer', id: msg.id, error: toWire(err), trace: { stagesMs: {} } });
         }

@@ -55,9 +55,10 @@ export async function answerRequest(
           contentDigest: repo.index.contentDigest(deps.engine.config.spec.preserveFileMode),
         })
       : undefined;
-  // Symlinks or duplicate entries make the index differ from the extracted tree: whole-tree key only.
+  // Duplicate entries, conflicts or symlinks that are not plain leaves make the index differ
+  // from the extracted tree: whole-tree key only.
   const traced: TracedRequest | undefined =
-    key !== undefined && cache.traced && kind === 'generate' && repo.index?.simple
+    key !== undefined && cache.traced && kind === 'generate' && repo.index?.traceable
       ? {
           baseKey: tracedBaseKey({
             plugin: deps.pluginName,
@@ -77,7 +78,7 @@ export async function answerRequest(
       : undefined;
   if (cache.traced && kind === 'generate' && !traced) {
     // This generation is not traced: a value derived from an earlier one may miss what it reads.
-    const reason = key === undefined ? 'the latest generation was not cached (cache bypass or no tree index)' : 'the latest tree has symlinks or duplicate entries: not traced';
+    const reason = key === undefined ? 'the latest generation was not cached (cache bypass or no tree index)' : 'the latest tree has duplicate entries, path conflicts or symlinks that are not plain leaves: not traced';
     const origin = originOf(req.env, req.appRelPath, deps.pluginName);
     // Not recorded, the app keeps a value derived from an earlier traced generation, which may
     // miss what this one reads: say so (the answer itself does not depend on it).

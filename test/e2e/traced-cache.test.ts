@@ -126,6 +126,64 @@ for (const mode of MODES) {
     });
   });
 
+  describe(`traced cache with symlinks in the tree (${mode})`, () => {
+    // A linked values file (a04), a base reached through a linked directory (a08), a link nobody reads.
+    const APPS12 = ALL.slice(0, 12);
+    let s: Awaited<ReturnType<typeof setup>>;
+    let files: Record<string, string>;
+    let links: Record<string, string>;
+    let commit = 0;
+    before(async () => {
+      s = await setup(mode, named(KUSTOMIZE_LIKE));
+      files = {
+        ...monorepoFiles(12),
+        'shared/values.yaml': 'shared: 1\n',
+        'shared/other.yaml': 'other: 1\n',
+        'base2/common.yaml': 'common: 20\n',
+        'apps/a08/base.ref': '../../linked-base\n',
+      };
+      links = { 'apps/a04/values.yaml': '../../shared/values.yaml', 'linked-base': 'base', 'docs/latest.md': 'guide.md' };
+      const first = await refreshAll(s.client, await checkout(s.dir, files, {}, links), ++commit, s.counter, APPS12);
+      assert.deepEqual(first.ran, APPS12);
+    });
+    after(async () => {
+      s.client.close();
+      await s.server.stop();
+    });
+
+    const commitAndRefresh = async (change: () => void) => {
+      change();
+      return refreshAll(s.client, await checkout(s.dir, files, {}, links), ++commit, s.counter, APPS12);
+    };
+
+    test('a commit touching one app runs exactly that app, though the tree holds symlinks', async () => {
+      const r = await commitAndRefresh(() => (files['apps/a07/config.yaml'] = 'replicas: 70\n'));
+      assert.deepEqual(r.ran, ['a07']);
+    });
+
+    test('a file changed behind a link runs the app that reads through it', async () => {
+      const r = await commitAndRefresh(() => (files['shared/values.yaml'] = 'shared: 2\n'));
+      assert.deepEqual(r.ran, ['a04']);
+      assert.ok(r.answers.get('a04')!.value.manifests.includes('{"shared":2,"src":"values.yaml"}'), JSON.stringify(r.answers.get('a04')));
+    });
+
+    test('a link given another target runs the apps that crossed it', async () => {
+      let r = await commitAndRefresh(() => (links['apps/a04/values.yaml'] = '../../shared/other.yaml'));
+      assert.deepEqual(r.ran, ['a04']);
+      assert.ok(r.answers.get('a04')!.value.manifests.includes('{"other":1,"src":"values.yaml"}'), JSON.stringify(r.answers.get('a04')));
+      r = await commitAndRefresh(() => (links['linked-base'] = 'base2'));
+      assert.deepEqual(r.ran, ['a08']);
+      assert.ok(r.answers.get('a08')!.value.manifests.some(m => m.includes('"common":20')), JSON.stringify(r.answers.get('a08')));
+    });
+
+    test('a change behind a linked directory runs the apps that reach it either way; a link nobody crossed runs nothing', async () => {
+      let r = await commitAndRefresh(() => (files['base2/common.yaml'] = 'common: 21\n'));
+      assert.deepEqual(r.ran, ['a08']);
+      r = await commitAndRefresh(() => (links['docs/latest.md'] = '../README.md'));
+      assert.deepEqual(r.ran, []);
+    });
+  });
+
   describe(`traced cache and the revision (${mode})`, () => {
     test('a plugin that prints ARGOCD_APP_REVISION runs on every commit; one that does not, does not', async () => {
       const apps = ALL.slice(0, 5);

@@ -125,14 +125,18 @@ export async function generateApp(client: CmpTestClient, tgz: Buffer, app: strin
   });
 }
 
-/** Write `files` into `dir` (a fresh checkout) and pack it. */
-export async function checkout(dir: string, files: Record<string, string>, modes: Record<string, number> = {}): Promise<Buffer> {
+/** Write `files` and the symlinks `links` (path → raw target) into `dir` (a fresh checkout) and pack it. */
+export async function checkout(dir: string, files: Record<string, string>, modes: Record<string, number> = {}, links: Record<string, string> = {}): Promise<Buffer> {
   fs.rmSync(dir, { recursive: true, force: true });
   for (const [rel, content] of Object.entries(files)) {
     const p = path.join(dir, rel);
     fs.mkdirSync(path.dirname(p), { recursive: true });
     fs.writeFileSync(p, content);
     fs.chmodSync(p, modes[rel] ?? 0o644);
+  }
+  for (const [rel, target] of Object.entries(links)) {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.symlinkSync(target, path.join(dir, rel));
   }
   return packRepo(dir);
 }

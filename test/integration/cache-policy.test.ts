@@ -92,7 +92,7 @@ function treeOf(files: Record<string, string>): TreeIndex {
   for (const [p, content] of Object.entries(files)) {
     entries.set(p, { path: p, type: 'file', mode: 0o644, size: content.length, sha256: content.padEnd(64, '0') });
   }
-  return { entries, simple: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
+  return { entries, simple: true, traceable: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
 }
 
 /** A traced request of `app`, in the request family `family` (by default the app's own). */

@@ -3,8 +3,10 @@
  * monorepo (a few apps, shared directories), each app with a generated plugin script
  * (`apps/<app>/gen.sh`, run by the plugin) that combines techniques of
  * test/security/lib/read-techniques.ts on random targets: files and directories that exist or
- * not, in its own dir, another app's, shared ones. Between rounds, random edits: contents,
- * additions, removals, renames, new subdirectories, a regenerated script. Every round asks every
+ * not, in its own dir, another app's, shared ones, and symlinks of the tree. Between rounds,
+ * random edits: contents, additions, removals, renames, new subdirectories, a regenerated
+ * script, symlinks made, given another target (a file, a directory, another link, nothing) or
+ * removed. Every round asks every
  * app of a traced server and of a server with the cache off: the answers must be equal.
  *
  * Reduced form in `npm test` (CMP_SECURITY_ROUNDS, default 40, the todo walk 20; fixed seed). The full form,
@@ -36,6 +38,15 @@ const DIRS = ['shared', 'shared/s1', 'shared/s1/d', 'shared/s2', 'shared/s2/sub'
 const NAMES = ['f1', 'f2', 'f3'];
 /** Every file an edit may create: the shared ones and each app's own. */
 const FILES = [...DIRS.flatMap(d => NAMES.map(n => `${d}/${n}`)), ...APPS.map(a => `apps/${a}/local`)];
+/** Symlinks of the tree an edit may make: shared ones and one per app. */
+const LINKS = ['shared/l1', 'shared/s2/l2', 'lib/l3', ...APPS.map(a => `apps/${a}/ln`)];
+
+/** A random relative target for `link`: a file or directory (present or not), another link (a chain), or nothing. */
+function linkTarget(link: string, r: () => number): { symlink: string } {
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+  const to = pick([...FILES, ...DIRS, ...DIRS, 'no/such/path', pick(LINKS)]);
+  return { symlink: path.posix.relative(path.posix.dirname(link), to) || '.' };
+}
 
 /**
  * Snippets: `@P` is a file path and `@D` a directory path (relative to the app dir), `@R` the
@@ -102,7 +113,7 @@ function script(app: string, r: () => number, snippets: Snippet[]): string {
   const n = 2 + Math.floor(r() * 4);
   for (let k = 0; k < n; k++) {
     const s = pick(snippets.filter(x => !x.last || k === n - 1));
-    const target = s.target === 'file' ? pick([...FILES, `apps/${app}/local`, `apps/${app}/local`]) : pick([...DIRS, `apps/${app}`]);
+    const target = s.target === 'file' ? pick([...FILES, ...LINKS, `apps/${app}/local`, `apps/${app}/local`]) : pick([...DIRS, ...LINKS, `apps/${app}`]);
     const rel = `../../${target}`;
     lines.push(`# ${s.kind} ${target}`);
     const code = s.code
@@ -124,8 +135,17 @@ function edit(tree: Tree, r: () => number, snippets: Snippet[]): string[] {
   for (let i = 0, n = 1 + Math.floor(r() * 2); i < n; i++) {
     const present = FILES.filter(f => f in tree);
     const absent = FILES.filter(f => !(f in tree));
-    const op = pick(['edit', 'edit', 'add', 'add', 'remove', 'rename', 'script']);
-    if (op === 'edit' && present.length) {
+    const op = pick(['edit', 'edit', 'add', 'add', 'remove', 'rename', 'script', 'link']);
+    if (op === 'link') {
+      const l = pick(LINKS);
+      if (l in tree && r() < 0.3) {
+        delete tree[l];
+        done.push(`remove link ${l}`);
+      } else {
+        tree[l] = linkTarget(l, r);
+        done.push(`link ${l} -> ${(tree[l] as { symlink: string }).symlink}`);
+      }
+    } else if (op === 'edit' && present.length) {
       const f = pick(present);
       tree[f] = `${word()}\n`;
       done.push(`edit ${f}`);
@@ -175,6 +195,7 @@ async function walk(mode: Mode, snippets: Snippet[], rounds: number, t: { diagno
   const r = rng(SEED);
   const tree: Tree = {};
   for (const f of FILES) if (r() < 0.6) tree[f] = `c${Math.floor(r() * 1000)}\n`;
+  for (const l of LINKS) if (r() < 0.5) tree[l] = linkTarget(l, r);
   for (const app of APPS) tree[`apps/${app}/gen.sh`] = script(app, r, snippets);
   const history: string[] = [];
   let differences = 0;

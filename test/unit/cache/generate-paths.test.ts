@@ -123,7 +123,7 @@ function indexOf(files: Files): TreeIndex {
     entries.set(p, { path: p, type: 'file', mode: 0o644, size: content.length, sha256: content });
     for (let d = path.posix.dirname(p); d !== '.'; d = path.posix.dirname(d)) entries.set(d, { path: d, type: 'dir', mode: 0o755, size: 0 });
   }
-  return { entries, simple: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
+  return { entries, simple: true, traceable: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
 }
 
 function randomPath(r: () => number, depth = 1 + Math.floor(r() * 4)): string {

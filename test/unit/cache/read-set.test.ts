@@ -10,7 +10,7 @@ function indexOf(paths: string[]): TreeIndex {
     if (p.endsWith('/')) entries.set(p.slice(0, -1), { path: p.slice(0, -1), type: 'dir', mode: 0o755, size: 0 });
     else entries.set(p, { path: p, type: 'file', mode: 0o644, size: 1, sha256: 'a'.repeat(64) });
   }
-  return { entries, simple: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
+  return { entries, simple: true, traceable: true, contentDigest: () => '', globFs: () => { throw new Error('unused'); } };
 }
 
 function keyChanges(reads: { touched: string[]; listed: string[]; traversed?: string[] }, before: string[], after: string[]): boolean {

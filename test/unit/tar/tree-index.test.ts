@@ -5,7 +5,7 @@ import path from 'node:path';
 import { status as Status } from '@grpc/grpc-js';
 import { realFs, type GlobFs } from '../../../cmp/go/glob-fs.js';
 import { packDirectory } from '../../../cmp/tar/pack.js';
-import { simpleIndexOf, TreeIndexer, type TreeIndex } from '../../../cmp/tar/tree-index.js';
+import { traceableIndexOf, TreeIndexer, type TreeIndex } from '../../../cmp/tar/tree-index.js';
 import { buildTgz, flipBit, gzipBytes, truncated, type TarEntry } from '../../helpers/tar-builder.js';
 import { extractBytes, NO_LIMITS, withTmp } from './helpers.js';
 
@@ -110,6 +110,62 @@ test('simple is false for symlinks, duplicates, conflicts, ignored types and esc
   assert.equal(f.mode, 0o600, 'an overwritten file keeps its first mode');
 });
 
+test('traceable: symlinks as plain leaves keep per-app keys; chains, escapes, conflicts and writes through links do not', async () => {
+  const base: TarEntry[] = [
+    { name: 'shared', type: 'dir' },
+    { name: 'shared/values.yaml', content: 'v: 1' },
+    { name: 'apps', type: 'dir' },
+    { name: 'apps/a', type: 'dir' },
+  ];
+  const traceable = async (extra: TarEntry[]) => (await index(buildTgz([...base, ...extra]))).traceable;
+  // A linked values file, a linked directory, a dangling link, an absolute name (below the link's dir in Go's Join).
+  const leaves = await index(
+    buildTgz([
+      ...base,
+      { name: 'apps/a/values.yaml', type: 'symlink', linkname: '../../shared/values.yaml' },
+      { name: 'apps/a/shared', type: 'symlink', linkname: '../../shared' },
+      { name: 'apps/a/later', type: 'symlink', linkname: 'not-yet' },
+      { name: 'apps/a/not-yet', content: 'n' },
+      { name: 'apps/a/abs', type: 'symlink', linkname: '/x' },
+    ]),
+  );
+  assert.equal(leaves.simple, false, 'symlinks are never simple (discovery is not answered from the index)');
+  assert.equal(leaves.traceable, true);
+  assert.equal(leaves.entries.get('apps/a/values.yaml')!.targetExisted, true);
+  assert.equal(leaves.entries.get('apps/a/later')!.targetExisted, false, 'its target came after it');
+  assert.equal(leaves.entries.get('apps/a/abs')!.targetExisted, false);
+  assert.equal((await index(buildTgz(base))).traceable, true, 'a simple tree is traceable');
+  const cases: TarEntry[][] = [
+    // l2 -> l1: extraction follows l1 when it exists first.
+    [{ name: 'l1', type: 'symlink', linkname: 'shared' }, { name: 'l2', type: 'symlink', linkname: 'l1' }],
+    // through a link to a directory
+    [{ name: 'l1', type: 'symlink', linkname: 'shared' }, { name: 'l2', type: 'symlink', linkname: 'l1/values.yaml' }],
+    // a file where a directory is needed: extraction fails
+    [{ name: 'l', type: 'symlink', linkname: 'shared/values.yaml/x' }],
+    // outside the tree, or the root itself
+    [{ name: 'apps/a/out', type: 'symlink', linkname: '../../../etc/passwd' }],
+    [{ name: 'apps/a/root', type: 'symlink', linkname: '../..' }],
+    // written through: an entry under a link
+    [{ name: 'l', type: 'symlink', linkname: 'shared' }, { name: 'l/new.yaml', content: 'x' }],
+    // a link over an existing path, and a path over a link
+    [{ name: 'shared/values.yaml', type: 'symlink', linkname: 'x' }],
+    [{ name: 'l', type: 'symlink', linkname: 'shared' }, { name: 'l', content: 'x' }],
+    // duplicates and other non-simple causes stay untraceable
+    [{ name: 'f', content: '1' }, { name: 'f', content: '2' }],
+    [{ name: 'h', type: 'hardlink', linkname: 'shared/values.yaml' }],
+  ];
+  for (const extra of cases) assert.equal(await traceable(extra), false, JSON.stringify(extra));
+});
+
+test('a traceable tree with symlinks travels as entries; its content digest does not', async () => {
+  const idx = await index(buildTgz([{ name: 'f', content: 'F' }, { name: 'l', type: 'symlink', linkname: 'f' }]));
+  const copy = traceableIndexOf(structuredClone([...idx.entries.values()]));
+  assert.equal(copy.traceable, true);
+  assert.equal(copy.simple, false);
+  assert.deepEqual(copy.entries.get('l'), idx.entries.get('l'));
+  assert.throws(() => copy.contentDigest(false), /no content digest/);
+});
+
 test('entries hold the final tree with implicit parents, content digests and raw link targets', async () => {
   const idx = await index(
     buildTgz([
@@ -202,13 +258,13 @@ test('a simple index rebuilt from its entries as plain data (the copy a coordina
   const idx = await index(buildTgz([...base, { name: 'apps/deep/er/c.yaml', content: 'c: 3\n', mode: 0o640 }]));
   assert.equal(idx.simple, true);
   // As the entries cross a process boundary: structured clone, parents first.
-  const copy = simpleIndexOf(structuredClone([...idx.entries.values()]));
+  const copy = traceableIndexOf(structuredClone([...idx.entries.values()]));
   assert.equal(copy.simple, true);
   assert.deepEqual([...copy.entries], [...idx.entries]);
   for (const modes of [false, true]) assert.equal(copy.contentDigest(modes), idx.contentDigest(modes));
   assert.deepEqual(await walk(copy.globFs('/r'), '/r'), await walk(idx.globFs('/r'), '/r'));
   // Out of order (a child before its parent) or repeated: refused, not a different tree.
   const entries = [...idx.entries.values()];
-  assert.throws(() => simpleIndexOf([...entries].reverse()), /out of order or repeated/);
-  assert.throws(() => simpleIndexOf([...entries, entries[0]!]), /out of order or repeated/);
+  assert.throws(() => traceableIndexOf([...entries].reverse()), /out of order or repeated/);
+  assert.throws(() => traceableIndexOf([...entries, entries[0]!]), /out of order or repeated/);
 });
