@@ -13,7 +13,7 @@ import { writeReads } from '../cmp/queue/traced-store.js';
 import { metrics, resultBytes } from '../cmp/observe/metrics.js';
 import { currentTrace, RequestTrace, traceStep, withTrace } from '../cmp/observe/request-trace.js';
 import { endRequestSpan, traceRequest } from '../cmp/observe/request-spans.js';
-import { nowMs, parseTraceparent, tracingEnabled } from '../cmp/observe/tracing.js';
+import { nowMs, parseTraceContext, tracingEnabled } from '../cmp/observe/tracing.js';
 import { BlobCorruptError, BlobMissingError, fetchBlob } from '../cmp/queue/blob-store.js';
 import {
   answerBinding, encodeFailure, InvalidJobError, REJECTED, requestDigest, requestOf, verifyJob, type JobFailure, type JobRequest, type JobReturn, type VerifiedJob,
@@ -274,7 +274,7 @@ export function createProcessor(deps: ProcessorDeps) {
       if (tracingEnabled()) {
         const now = nowMs();
         const startMs = Math.min(now, data.enqueuedAt);
-        if (traceRequest(trace, `cmp-offload job ${job.name}`, 'consumer', startMs, parseTraceparent(data.traceparent))) {
+        if (traceRequest(trace, `cmp-offload job ${job.name}`, 'consumer', startMs, parseTraceContext(data.traceparent, data.tracestate === undefined ? [] : [data.tracestate]))) {
           trace.stageSpans!.push({ name: 'queue_wait', startMs, endMs: now });
         }
       }

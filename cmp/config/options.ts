@@ -214,6 +214,8 @@ export interface OtlpOptions {
   /** OTEL_TRACES_SAMPLER (default parentbased_always_on) and OTEL_TRACES_SAMPLER_ARG (the ratio, default 1). */
   sampler: SamplerName;
   ratio: number;
+  /** OTEL_BSP_*: the batch span processor's delay, export timeout, queue and batch bounds. */
+  batch: { scheduledDelayMillis: number; exportTimeoutMillis: number; maxQueueSize: number; maxExportBatchSize: number };
 }
 
 /** CMP_OFFLOAD_RUNNER_SOCKET's value for plugin commands run inside the worker process. */
@@ -572,6 +574,7 @@ function argoMaxMessageBytes(raw: string | undefined): number {
 function otlpOptions(env: Env): OtlpOptions | undefined {
   const set = (v: string | undefined): string | undefined => (v === undefined || v.trim() === '' ? undefined : v.trim());
   if (set(env.OTEL_SDK_DISABLED)?.toLowerCase() === 'true') return undefined;
+  if (oneOf(env, 'OTEL_TRACES_EXPORTER', ['otlp', 'none'], 'otlp') === 'none') return undefined;
   const standard = set(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) ?? set(env.OTEL_EXPORTER_OTLP_ENDPOINT);
   const address = set(env.ARGOCD_CMP_SERVER_OTLP_ADDRESS);
   if (standard === undefined && address === undefined) return undefined;
@@ -599,6 +602,15 @@ function otlpOptions(env: Env): OtlpOptions | undefined {
     ratio = Number(rawRatio);
     if (!/^[0-9.eE+-]+$/.test(rawRatio) || !(ratio >= 0 && ratio <= 1)) fail('OTEL_TRACES_SAMPLER_ARG', rawRatio, 'a ratio from 0 to 1');
   }
+  const batch = {
+    scheduledDelayMillis: integer(env, 'OTEL_BSP_SCHEDULE_DELAY', 1000, 0),
+    exportTimeoutMillis: integer(env, 'OTEL_BSP_EXPORT_TIMEOUT', 30_000, 1),
+    maxQueueSize: integer(env, 'OTEL_BSP_MAX_QUEUE_SIZE', 2048, 1),
+    maxExportBatchSize: integer(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1),
+  };
+  if (batch.maxExportBatchSize > batch.maxQueueSize) {
+    fail('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', String(batch.maxExportBatchSize), `at most OTEL_BSP_MAX_QUEUE_SIZE (${batch.maxQueueSize})`);
+  }
   return {
     protocol,
     endpoint: standard ?? address!,
@@ -607,6 +619,7 @@ function otlpOptions(env: Env): OtlpOptions | undefined {
     attrs,
     sampler,
     ratio,
+    batch,
   };
 }
 

@@ -167,6 +167,36 @@ export const SETTINGS = [
   },
   {
     group: 'tracing',
+    names: ["OTEL_TRACES_EXPORTER"],
+    default: "`otlp`",
+    meaning: "`otlp`, or `none` to turn tracing off (as `OTEL_SDK_DISABLED=true`). Only OTLP is built in: another value (`console`, `zipkin`, a list) stops the process at start",
+  },
+  {
+    group: 'tracing',
+    names: ["OTEL_BSP_SCHEDULE_DELAY"],
+    default: "`1000` (the SDK's is 5000: a request's spans are seconds apart anyway)",
+    meaning: "ms between two exports of the batch span processor",
+  },
+  {
+    group: 'tracing',
+    names: ["OTEL_BSP_EXPORT_TIMEOUT"],
+    default: "`30000`",
+    meaning: "ms an export may take before it is abandoned",
+  },
+  {
+    group: 'tracing',
+    names: ["OTEL_BSP_MAX_QUEUE_SIZE"],
+    default: "`2048`",
+    meaning: "spans held for export at most; beyond, new spans are dropped (bounds the memory tracing takes when the collector is slow or gone)",
+  },
+  {
+    group: 'tracing',
+    names: ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"],
+    default: "`512`",
+    meaning: "spans per export at most; must not exceed `OTEL_BSP_MAX_QUEUE_SIZE` (the process stops at start otherwise)",
+  },
+  {
+    group: 'tracing',
     names: ["ARGOCD_CMP_SERVER_OTLP_ADDRESS", "--otlp-address"],
     default: "unset",
     meaning: "Argo CD's setting (`--otlp-address` of argocd-cmp-server): the collector's OTLP/gRPC `host:port`, used when no `OTEL_EXPORTER_OTLP_…ENDPOINT` is set (the standard variable wins when both are). The kustomize component `components/otlp` sets it on the proxy and the workers from one ConfigMap",

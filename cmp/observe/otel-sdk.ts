@@ -1,5 +1,5 @@
 import { Metadata } from '@grpc/grpc-js';
-import { diag, DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type DiagLogger, type Tracer } from '@opentelemetry/api';
+import { createTraceState, diag, DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type DiagLogger, type Tracer } from '@opentelemetry/api';
 import { setGlobalErrorHandler } from '@opentelemetry/core';
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import {
@@ -23,8 +23,6 @@ import { setTracer, type RequestSpanKind, type RequestTracer, type SpanContext, 
 
 /** How long a shutdown waits for the last spans to be exported. */
 const SHUTDOWN_FLUSH_MS = 5000;
-/** Spans of a slow request are seconds apart anyway: a shorter delay than the SDK's 5 s. */
-const SCHEDULED_DELAY_MS = 1000;
 
 const KIND: Record<RequestSpanKind, SpanKind> = { server: SpanKind.SERVER, consumer: SpanKind.CONSUMER };
 
@@ -83,7 +81,7 @@ export async function startTracing(o: OtlpOptions, serviceName: string, log: Log
   const provider = new TracerProvider({
     resource,
     sampler: samplerOf(o),
-    spanProcessors: [new BatchSpanProcessor({ exporter: await exporterOf(o), scheduledDelayMillis: SCHEDULED_DELAY_MS })],
+    spanProcessors: [new BatchSpanProcessor({ exporter: await exporterOf(o), ...o.batch })],
   });
   const started = requestTracer(provider.getTracer('cmp-offload'), async () => {
     let timer: NodeJS.Timeout | undefined;
@@ -106,11 +104,23 @@ export function requestTracer(tracer: Tracer, shutdown: () => Promise<void>): Re
   return {
     start(name, kind, startMs, parent) {
       const ctx = parent
-        ? trace.setSpanContext(ROOT_CONTEXT, { traceId: parent.traceId, spanId: parent.spanId, traceFlags: parent.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, isRemote: true })
+        ? trace.setSpanContext(ROOT_CONTEXT, {
+            traceId: parent.traceId,
+            spanId: parent.spanId,
+            traceFlags: parent.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE,
+            isRemote: true,
+            ...(parent.traceState !== undefined ? { traceState: createTraceState(parent.traceState) } : {}),
+          })
         : ROOT_CONTEXT;
       const span = tracer.startSpan(name, { kind: KIND[kind], startTime: startMs }, ctx);
       const sc = span.spanContext();
-      const context: SpanContext = { traceId: sc.traceId, spanId: sc.spanId, sampled: (sc.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED };
+      const traceState = sc.traceState?.serialize();
+      const context: SpanContext = {
+        traceId: sc.traceId,
+        spanId: sc.spanId,
+        sampled: (sc.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED,
+        ...(traceState ? { traceState } : {}),
+      };
       return {
         context,
         recording: span.isRecording(),

@@ -11,11 +11,13 @@ import type { Stage } from './stages.js';
  * — never an argument or an env value, which may be secrets.
  */
 
-/** A W3C trace context: 16-byte trace id, 8-byte parent span id (hex), sampled flag. */
+/** A W3C trace context: 16-byte trace id, 8-byte parent span id (hex), sampled flag, and the vendors' `tracestate`. */
 export interface SpanContext {
   traceId: string;
   spanId: string;
   sampled: boolean;
+  /** The W3C `tracestate` (vendor entries), passed on unchanged; absent when there is none. */
+  traceState?: string;
 }
 
 /** A stage as a span (tracing): when it ran, and its attributes (a command's name, never its args). */
@@ -86,6 +88,45 @@ export function parseTraceparent(value: unknown): SpanContext | undefined {
   if (version === 'ff' || (version === '00' && rest !== undefined)) return undefined;
   if (/^0+$/.test(traceId!) || /^0+$/.test(spanId!)) return undefined;
   return { traceId: traceId!, spanId: spanId!, sampled: (parseInt(flags!, 16) & 1) === 1 };
+}
+
+/** A list member of `tracestate`: a simple or multi-tenant key, `=`, a value of printable ASCII but `,` and `=`, no trailing space. */
+const TRACESTATE_MEMBER = /^(?:[a-z][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/;
+/** The W3C's bounds: at most 32 members; 512 characters is what every hop must be able to pass on. */
+const TRACESTATE_MAX_MEMBERS = 32;
+export const TRACESTATE_MAX_CHARS = 512;
+
+/**
+ * Parse `tracestate` headers (several combine as one list): the members, trimmed, joined by `,`;
+ * undefined when there are none, or when any member is invalid, a key repeats or the bounds
+ * above are exceeded (the W3C rule: an invalid tracestate is dropped whole).
+ */
+export function parseTracestate(values: readonly unknown[]): string | undefined {
+  const members: string[] = [];
+  const keys = new Set<string>();
+  let chars = 0;
+  for (const v of values) {
+    if (typeof v !== 'string') continue;
+    for (const raw of v.split(',')) {
+      const m = raw.replace(/^[ \t]+|[ \t]+$/g, '');
+      if (m === '') continue;
+      if (!TRACESTATE_MEMBER.test(m)) return undefined;
+      const key = m.slice(0, m.indexOf('='));
+      if (keys.has(key)) return undefined;
+      keys.add(key);
+      members.push(m);
+      chars += m.length + 1;
+      if (members.length > TRACESTATE_MAX_MEMBERS || chars - 1 > TRACESTATE_MAX_CHARS) return undefined;
+    }
+  }
+  return members.length > 0 ? members.join(',') : undefined;
+}
+
+/** The caller's trace context: `traceparent`, with `tracestate` only when the former is valid. */
+export function parseTraceContext(traceparent: unknown, tracestate: readonly unknown[]): SpanContext | undefined {
+  const parent = parseTraceparent(traceparent);
+  const state = parent && parseTracestate(tracestate);
+  return parent && state !== undefined ? { ...parent, traceState: state } : parent;
 }
 
 export function formatTraceparent(c: SpanContext): string {

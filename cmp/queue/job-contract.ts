@@ -2,6 +2,7 @@ import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } f
 import { Status } from '../grpc-status.js';
 import type { EnvEntry, PluginRequest, RpcKind } from '../plugin/request.js';
 import { sign, verify } from './signing.js';
+import { parseTracestate, TRACESTATE_MAX_CHARS } from '../observe/tracing.js';
 
 /**
  * What a proxy puts in a BullMQ job: references and metadata (docs/architecture.md#distributed). The
@@ -44,6 +45,8 @@ export interface JobRequest {
    * as before, and a worker that predates it verifies a job with it and ignores it).
    */
   traceparent?: string;
+  /** Tracing: the request span's W3C `tracestate` (the caller's vendor entries), when it has one; signed like `traceparent`. */
+  tracestate?: string;
   /**
    * provideGitCreds: the request carries git credentials (an askpass nonce or credential files),
    * and its proxy answers this job's lookups (git-creds-relay.ts) while it waits. Signed like
@@ -145,6 +148,7 @@ function jobParts(d: Omit<JobData, 'sig'>): string[] {
   ];
   // A separate part (length-prefixed by `sign`), so no job without it can sign the same bytes.
   if (d.traceparent !== undefined) parts.push(`traceparent:${d.traceparent}`);
+  if (d.tracestate !== undefined) parts.push(`tracestate:${d.tracestate}`);
   if (d.gitCreds) parts.push('git-creds');
   return parts;
 }
@@ -194,6 +198,10 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
   if (!HEX64.test(waitId)) throw new InvalidJobError('job field waitId is invalid');
   const traceparent = d.traceparent === undefined ? undefined : str('traceparent');
   if (traceparent !== undefined && !TRACEPARENT.test(traceparent)) throw new InvalidJobError('job field traceparent is invalid');
+  const tracestate = d.tracestate === undefined ? undefined : str('tracestate');
+  if (tracestate !== undefined && (traceparent === undefined || tracestate.length > TRACESTATE_MAX_CHARS || parseTracestate([tracestate]) !== tracestate)) {
+    throw new InvalidJobError('job field tracestate is invalid');
+  }
   if (d.gitCreds !== undefined && d.gitCreds !== true) throw new InvalidJobError('job field gitCreds is invalid');
   const tgz = d.tgz === undefined ? undefined : str('tgz');
   const job: JobData = {
@@ -213,6 +221,7 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
     enqueuedAt: num('enqueuedAt')!,
     expiresAt: num('expiresAt')!,
     ...(traceparent !== undefined ? { traceparent } : {}),
+    ...(tracestate !== undefined ? { tracestate } : {}),
     ...(d.gitCreds === true ? { gitCreds: true as const } : {}),
     sig,
   };

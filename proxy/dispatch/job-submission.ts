@@ -221,7 +221,8 @@ export class JobSubmission {
 }
 
 /** The traced request's span as the job's parent (tracing on and the request sampled), else nothing. */
-function traceparentOfRequest(ctx: Ctx): { traceparent?: string } {
+function traceparentOfRequest(ctx: Ctx): { traceparent?: string; tracestate?: string } {
   const span = currentTrace(ctx)?.span;
-  return span ? { traceparent: formatTraceparent(span) } : {};
+  if (!span) return {};
+  return { traceparent: formatTraceparent(span), ...(span.traceState !== undefined ? { tracestate: span.traceState } : {}) };
 }

@@ -8,7 +8,7 @@ import { metrics } from '../../cmp/observe/metrics.js';
 import { RequestTrace, timeStage } from '../../cmp/observe/request-trace.js';
 import { endRequestSpan, traceRequest } from '../../cmp/observe/request-spans.js';
 import { grpcCallFields, grpcFinishFields, serverCodeLevel, type GrpcCall } from '../../cmp/observe/grpc-log-fields.js';
-import { nowMs, parseTraceparent, tracingEnabled } from '../../cmp/observe/tracing.js';
+import { nowMs, parseTraceContext, tracingEnabled } from '../../cmp/observe/tracing.js';
 import { appNameOf } from '../../cmp/queue/keys.js';
 import { RPC_TEXT, type PluginResult, type RpcKind } from '../../cmp/plugin/request.js';
 import type { AppStreamRequest } from '../../proto/generated/cmpserver/plugin/plugin.js';
@@ -47,8 +47,11 @@ export function streamingRpc<Res>(deps: StreamingRpcDeps, kind: RpcKind, toRespo
     };
     // Argo's interceptor also logs "started call" (at info); ours is at debug, see docs/operations.md#request-log-line.
     if (deps.log?.isLevelEnabled('debug')) deps.log.debug({ plugin: deps.pluginName, rpc: kind, ...grpcCallFields(grpc) }, 'started call');
-    // Tracing: continue the repo-server's W3C trace context (gRPC metadata `traceparent`).
-    if (tracingEnabled()) traceRequest(trace, `${SERVICE}/${RPC_METHOD[kind]}`, 'server', startMs, parseTraceparent(call.metadata.get('traceparent')[0]));
+    // Tracing: continue the repo-server's W3C trace context (gRPC metadata `traceparent`, `tracestate`).
+    if (tracingEnabled()) {
+      const parent = parseTraceContext(call.metadata.get('traceparent')[0], call.metadata.get('tracestate'));
+      traceRequest(trace, `${SERVICE}/${RPC_METHOD[kind]}`, 'server', startMs, parent);
+    }
     metrics.inflightRequests.inc();
     // The trace travels in the request's context, not in AsyncLocalStorage (see RequestTrace).
     const done = handle(deps, kind, call, trace)

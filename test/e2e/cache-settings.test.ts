@@ -10,7 +10,7 @@ import { pluginYaml } from '../helpers/plugin-yaml.js';
 import { tarballOf } from '../helpers/repo.js';
 import { unrelatedChange } from '../helpers/unrelated-change.js';
 import { pluginWritableTempDir } from '../helpers/runner-process.js';
-import { MODES, startCmp, type CmpServer, type Mode } from './harness.js';
+import { MODES, oneRunAtATime, startCmp, type CmpServer, type Mode } from './harness.js';
 
 /**
  * The cache settings of docs/configuration.md, set through the env of real
@@ -139,7 +139,9 @@ describe('CMP_OFFLOAD_CACHE_MAX_BYTES (standalone in-memory cache)', () => {
   // bytes a character plus overheads): three fit under 6000, a fourth does not. The big
   // answer alone exceeds the cap.
   // The content cache's budget: one entry per answer (a traced run stores it under a second key too).
-  const CAP = { CMP_OFFLOAD_CACHE: 'on', CMP_OFFLOAD_CACHE_MAX_BYTES: '6000' };
+  // One run at a time: under load a run's last process can still be exiting when the next request
+  // comes, and an answer of a run that overlapped another is not stored (it would look evicted).
+  const CAP = { CMP_OFFLOAD_CACHE: 'on', CMP_OFFLOAD_CACHE_MAX_BYTES: '6000', ...oneRunAtATime('standalone') };
   const SMALL = 750;
   const BIG = 3500;
   const standalone: Mode = 'standalone';

@@ -111,21 +111,23 @@ generate:
 /**
  * Whether the heartbeat stopped within `ms`: `stopped` after a second without a beat, `running`
  * if it beat on, `never started` if the plugin wrote no beat at all (it ran too late to matter).
+ * A beat is a new content of the file; a kill between the shell's truncation and `date`'s write
+ * leaves it empty for good, which is a stopped heartbeat too.
  */
 async function beatStops(id: string, ms: number): Promise<'stopped' | 'running' | 'never started'> {
   const file = path.join(markers, `beat-${id}`);
-  const read = () => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '');
+  const read = () => (fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : undefined);
   const end = Date.now() + ms;
   let last = read();
   let still = 0;
   while (Date.now() < end) {
     await new Promise(r => setTimeout(r, 250));
     const now = read();
-    still = now === last && now !== '' ? still + 1 : 0;
+    still = now === last && now !== undefined ? still + 1 : 0;
     last = now;
     if (still >= 4) return 'stopped'; // a second without a beat: the loop is gone
   }
-  return last === '' ? 'never started' : 'running';
+  return last === undefined ? 'never started' : 'running';
 }
 
 for (const mode of MODES) {
@@ -193,7 +195,8 @@ for (const mode of MODES) {
           (res.code === Status.UNKNOWN && killed.test(res.message)),
         `${res.code}: ${res.message.slice(0, 300)}`,
       );
-      assert.equal(await beatStops(id, 15_000), 'stopped', 'the plugin after the deadline');
+      // Under heavy load the 5 s can pass before the plugin starts: then nothing may start later.
+      assert.notEqual(await beatStops(id, 15_000), 'running', 'the plugin after the deadline');
     });
 
     test('a cancel reaches the plugin: Canceled, and its processes stop', async () => {

@@ -66,7 +66,7 @@ for (const mode of MODES) {
         const out = await client.generate({
           metadata: repoMetadata(tgz, { env }),
           chunks: chunksOf(tgz, 1024),
-          headers: { traceparent: `00-${traceId}-${callerSpan}-01` },
+          headers: { traceparent: `00-${traceId}-${callerSpan}-01`, tracestate: 'vendor=abc,t@sys=1' },
         });
         assert.ok('value' in out, JSON.stringify(out));
 
@@ -77,8 +77,9 @@ for (const mode of MODES) {
         await eventually(() => expected.every(n => names().has(n)) && names().has('plugin.ConfigManagementPluginService/GenerateManifest') && jobDone(), 15_000, `spans ${expected} (have ${[...names()]})`);
 
         const spans = receiver.spans;
-        // One trace: the caller's.
+        // One trace: the caller's, with its tracestate on every span (through the job too).
         assert.deepEqual([...new Set(spans.map(s => s.traceId))], [traceId]);
+        assert.deepEqual([...new Set(spans.map(s => s.traceState))], ['vendor=abc,t@sys=1']);
         // Its root here is the proxy's server span, child of the caller's span.
         const roots = spans.filter(s => s.parent === callerSpan);
         assert.equal(roots.length, 1, `one span under the caller's: ${JSON.stringify(roots.map(s => s.name))}`);
@@ -230,5 +231,16 @@ describe('OpenTelemetry settings (standalone proxy)', () => {
     assert.deepEqual([...new Set(receiver.spans.map(s => s.traceId))], [c.traceId]);
     await oneRequest({ ...endpoint, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }, undefined);
     assert.deepEqual([...new Set(receiver.spans.map(s => s.traceId))], [c.traceId], 'a new trace at ratio 0 is not sampled');
+  });
+
+  test('OTEL_BSP_* reach the batch span processor; OTEL_TRACES_EXPORTER=none exports nothing', async () => {
+    fresh();
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.httpPort}`, OTEL_EXPORTER_OTLP_HEADERS: 'x-otlp-test=bsp' };
+    // A queue of one span: the request's other spans are dropped; the one left goes at shutdown.
+    await oneRequest({ ...endpoint, OTEL_BSP_MAX_QUEUE_SIZE: '1', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '1', OTEL_BSP_SCHEDULE_DELAY: '60000' }, caller(true).traceparent);
+    assert.equal(receiver.spans.length, 1, `spans: ${receiver.spans.map(s => s.name)}`);
+    fresh();
+    await oneRequest({ ...endpoint, OTEL_TRACES_EXPORTER: 'none' }, caller(true).traceparent);
+    assert.equal(receiver.spans.length, 0);
   });
 });

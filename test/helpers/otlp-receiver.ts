@@ -62,6 +62,8 @@ export interface Span {
   traceId: string;
   spanId: string;
   parent: string;
+  /** W3C tracestate ('' when none). */
+  traceState: string;
   name: string;
   kind: number;
   start: bigint;
@@ -86,6 +88,7 @@ function decodeExport(buf: Buffer): Span[] {
           traceId: (one(f, 1) as Buffer).toString('hex'),
           spanId: (one(f, 2) as Buffer).toString('hex'),
           parent: ((one(f, 4) as Buffer | undefined) ?? Buffer.alloc(0)).toString('hex'),
+          traceState: str(one(f, 3)),
           name: str(one(f, 5)),
           kind: Number(one(f, 6) ?? 0n),
           start: one(f, 7) as bigint,
@@ -118,6 +121,7 @@ function decodeJson(body: unknown): Span[] {
           traceId: sp.traceId,
           spanId: sp.spanId,
           parent: sp.parentSpanId ?? '',
+          traceState: sp.traceState ?? '',
           name: sp.name,
           kind: sp.kind ?? 0,
           start: BigInt(sp.startTimeUnixNano),

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileOptions } from '../../../cmp/config/options.js';
-import { commandName, formatTraceparent, parseTraceparent } from '../../../cmp/observe/tracing.js';
+import { commandName, formatTraceparent, parseTraceContext, parseTraceparent, parseTracestate } from '../../../cmp/observe/tracing.js';
 import { REPO_ROOT, SOURCE_ROOTS } from '../../helpers/paths.js';
 
 const BASE = { ARGOCD_PLUGINSOCKFILEPATH: '/tmp' };
@@ -15,6 +15,22 @@ test('tracing is off unless an OTLP endpoint is set (standard or Argo), and off 
   assert.equal(compileOptions({ ...BASE, OTEL_TRACES_SAMPLER: 'bogus', OTEL_EXPORTER_OTLP_PROTOCOL: 'bogus' }).otlp, undefined, 'not checked while off');
   assert.ok(compileOptions({ ...BASE, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces' }).otlp);
   assert.equal(compileOptions({ ...BASE, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }).otlp, undefined);
+  assert.equal(compileOptions({ ...BASE, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'none' }).otlp, undefined);
+  assert.ok(compileOptions({ ...BASE, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'otlp' }).otlp);
+  assert.throws(() => compileOptions({ ...BASE, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_EXPORTER: 'console' }), /OTEL_TRACES_EXPORTER: expected one of otlp, none/);
+});
+
+test('OTEL_BSP_*: the batch span processor\'s bounds, whole numbers, a batch no larger than the queue', () => {
+  const batch = (e: Record<string, string>) => compileOptions({ ...BASE, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', ...e }).otlp!.batch;
+  assert.deepEqual(batch({ OTEL_BSP_SCHEDULE_DELAY: '250', OTEL_BSP_EXPORT_TIMEOUT: '5000', OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '100' }), {
+    scheduledDelayMillis: 250,
+    exportTimeoutMillis: 5000,
+    maxQueueSize: 100,
+    maxExportBatchSize: 100,
+  });
+  assert.throws(() => batch({ OTEL_BSP_MAX_QUEUE_SIZE: '10' }), /OTEL_BSP_MAX_EXPORT_BATCH_SIZE: expected at most OTEL_BSP_MAX_QUEUE_SIZE \(10\)/);
+  assert.throws(() => batch({ OTEL_BSP_EXPORT_TIMEOUT: '1s' }), /OTEL_BSP_EXPORT_TIMEOUT: expected an integer >= 1/);
+  assert.throws(() => batch({ OTEL_BSP_MAX_QUEUE_SIZE: '0' }), /OTEL_BSP_MAX_QUEUE_SIZE/);
 });
 
 test("Argo CD's OTLP settings: gRPC to the address, insecure (default true), headers k=v, attrs k:v, with Argo's leniency", () => {
@@ -26,6 +42,7 @@ test("Argo CD's OTLP settings: gRPC to the address, insecure (default true), hea
     attrs: {},
     sampler: 'parentbased_always_on',
     ratio: 1,
+    batch: { scheduledDelayMillis: 1000, exportTimeoutMillis: 30_000, maxQueueSize: 2048, maxExportBatchSize: 512 },
   });
   const o = compileOptions({
     ...BASE,
@@ -203,4 +220,21 @@ test('a collector that is down costs no request: the export fails, one warning, 
     if (saved === undefined) delete process.env.OTEL_EXPORTER_OTLP_TIMEOUT;
     else process.env.OTEL_EXPORTER_OTLP_TIMEOUT = saved;
   }
+});
+
+test('W3C tracestate: members of several headers joined, trimmed; an invalid one, a repeated key or too many drop it whole', () => {
+  assert.equal(parseTracestate([]), undefined);
+  assert.equal(parseTracestate(['']), undefined);
+  assert.equal(parseTracestate(['congo=t61rcWkgMzE, rojo=00f067aa0ba902b7', ' ,tenant@vendor=x y ']), 'congo=t61rcWkgMzE,rojo=00f067aa0ba902b7,tenant@vendor=x y');
+  for (const bad of ['Upper=1', 'k=', 'k=v,k=w', 'k=a,b', 'k=v=w', 'k=trailing\u00e9', '1k=v']) assert.equal(parseTracestate([bad]), undefined, bad);
+  const many = Array.from({ length: 33 }, (_, i) => `k${i}=v`).join(',');
+  assert.equal(parseTracestate([many]), undefined, '33 members');
+  assert.equal(parseTracestate([`k=${'v'.repeat(257)}`]), undefined, 'a value over 256 characters');
+  assert.ok(parseTracestate([`k=${'v'.repeat(256)}`]));
+  assert.equal(parseTracestate([Array.from({ length: 5 }, (_, i) => `k${i}=${'v'.repeat(120)}`).join(',')]), undefined, 'over 512 characters');
+  // Only with a valid traceparent.
+  const tp = `00-${'1'.repeat(32)}-${'2'.repeat(16)}-01`;
+  assert.deepEqual(parseTraceContext(tp, ['a=1']), { traceId: '1'.repeat(32), spanId: '2'.repeat(16), sampled: true, traceState: 'a=1' });
+  assert.deepEqual(parseTraceContext(tp, ['A=1']), { traceId: '1'.repeat(32), spanId: '2'.repeat(16), sampled: true });
+  assert.equal(parseTraceContext('nonsense', ['a=1']), undefined);
 });

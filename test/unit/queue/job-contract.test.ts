@@ -131,6 +131,14 @@ test('the trace context travels signed: it round-trips, any change to it (or add
   assert.ok(!('traceparent' in plain), 'no field when the request is not traced');
   assert.throws(() => verifyJob(KEY, { ...plain, traceparent: tp }, id, NOW), /signature/, 'adding it breaks the signature');
   assert.throws(() => verifyJob(KEY, { ...job({ traceparent: 'nonsense' }) }, id, NOW), /traceparent is invalid/);
+  // tracestate: signed with it, only beside a traceparent, a valid list as the W3C defines it.
+  const ts = 'vendor=abc,t@sys=1';
+  const stated = job({ traceparent: tp, tracestate: ts });
+  assert.deepEqual(verifyJob(KEY, JSON.parse(JSON.stringify(stated)), id, NOW), request({ traceparent: tp, tracestate: ts }));
+  assert.throws(() => verifyJob(KEY, { ...stated, tracestate: 'vendor=abd,t@sys=1' }, id, NOW), /signature/);
+  assert.throws(() => verifyJob(KEY, { ...traced, tracestate: ts }, id, NOW), /signature/, 'adding it breaks the signature');
+  assert.throws(() => verifyJob(KEY, job({ tracestate: ts }), id, NOW), /tracestate is invalid/, 'without a traceparent');
+  assert.throws(() => verifyJob(KEY, job({ traceparent: tp, tracestate: 'Bad Key=1' }), id, NOW), /tracestate is invalid/);
   // A job without it signs the same bytes as before the field existed: signed by an older proxy, it verifies.
   assert.deepEqual(verifyJob(KEY, plain, id, NOW), request());
 });
