@@ -9,6 +9,7 @@ import { terminateAll } from '../cmp/exec/process-groups.js';
 import { usableReaper } from '../cmp/exec/reaper.js';
 import { resetWorkRoot, startProcess, untilStopSignal } from '../cmp/process-start.js';
 import { logFailed, type Logger } from '../cmp/log.js';
+import type { Engine } from '../cmp/plugin/engine.js';
 import { extractPool } from '../cmp/tar/extract-pool.js';
 import { checkRecorder } from '../cmp/trace/tracer-probe.js';
 import { checkResetDirs, emptyDir, killOthers, mountPoints, notAlone, removeTree } from './isolation.js';
@@ -43,9 +44,50 @@ export async function runRunner(argv: string[]): Promise<number> {
     );
     return 1;
   }
-  let started;
+  const started = await startRunnerProcess(argv);
+  if (typeof started === 'number') return started;
+  const { log, engine } = started;
+  // Plugin code runs as this uid: keep it out of this process's memory, env and sockets.
+  const dumpable = becomeNonDumpable();
+  if (dumpable) log.warn({ reason: dumpable }, "plugin commands can read the runner's memory where the kernel lets a process trace another of its uid");
+  const stopSignal = untilStopSignal(log, 'no new requests');
+  const { options } = engine;
+  const socketPath = options.runnerSocket!;
+  extractPool.warm();
+  // Find out now whether cmp-reap works, not in the first request's path.
+  void usableReaper();
+  // The traced commands run here: whether the recorder works is found out in the background and
+  // said once; 'runner ready' does not wait for it (an early request waits for the same probe).
+  const recorderChecked = checkRecorder(engine, log);
+  const socket: OwnSocket = { path: socketPath, id: undefined, stopping: false };
+  const isolation = await runnerIsolation(engine, log, recorderChecked, socket);
+  let server;
   try {
-    started = await startProcess(argv, 'runner', options => {
+    server = await serveRunner(socketPath, { engine, specDigest: pluginSpecDigest(engine.config), log }, isolation);
+    socket.id = fileId(socketPath);
+  } catch (err) {
+    process.stderr.write(`cmp-offload runner cannot listen on ${socketPath} (CMP_OFFLOAD_RUNNER_SOCKET): ${(err as Error).message}\n`);
+    return 1;
+  }
+  log.info({ socket: socketPath, plugin: engine.config.metadata.name, isolation: options.runner.isolation }, 'runner ready');
+
+  await stopSignal;
+  socket.stopping = true;
+
+  await server.close(options.shutdownGraceMs);
+  await terminateAll(5_000);
+  await recorderChecked; // its probe command is ours to wait for (bounded by the probe's 10 s)
+  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(logFailed(log, 'stopping: removing the work root')); // EBUSY when a mount point
+  await fs.rm(socketPath, { force: true }).catch(logFailed(log, 'stopping: removing the socket'));
+  log.info('stopped');
+  log.flush();
+  return 0;
+}
+
+/** Start-up checks of a runner's settings and its work root; the exit code when they fail. */
+async function startRunnerProcess(argv: string[]): Promise<Awaited<ReturnType<typeof startProcess>> | number> {
+  try {
+    const started = await startProcess(argv, 'runner', options => {
       if (options.runnerSocket === undefined || options.runnerSocket === IN_PROCESS) {
         throw new Error('cmp-offload runner needs CMP_OFFLOAD_RUNNER_SOCKET: the socket path to listen on (shared with the worker container)');
       }
@@ -64,64 +106,40 @@ export async function runRunner(argv: string[]): Promise<number> {
       }
     });
     await resetWorkRoot(started.engine.options.workRoot);
+    return started;
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n`);
     return 1;
   }
-  const { log, engine } = started;
-  // Plugin code runs as this uid: keep it out of this process's memory, env and sockets.
-  const dumpable = becomeNonDumpable();
-  if (dumpable) log.warn({ reason: dumpable }, "plugin commands can read the runner's memory where the kernel lets a process trace another of its uid");
-  const stopSignal = untilStopSignal(log, 'no new requests');
+}
+
+/** The runner's socket as the sweep checks it: the file it listens on, any file once it stops. */
+interface OwnSocket {
+  path: string;
+  /** The socket file's identity once listening. */
+  id: string | undefined;
+  /** Stopping, the socket is gone on purpose (closing the server unlinks it). */
+  stopping: boolean;
+}
+
+/** Isolated mode: a sweep after each run, and a runner that cannot sweep stops; shared mode: none (said once). */
+async function runnerIsolation(engine: Engine, log: Logger, recorderChecked: Promise<void>, socket: OwnSocket): Promise<RunnerIsolation | undefined> {
   const { options } = engine;
-  const socketPath = options.runnerSocket!;
-  extractPool.warm();
-  // Find out now whether cmp-reap works, not in the first request's path.
-  void usableReaper();
-  // The traced commands run here: whether the recorder works is found out in the background and
-  // said once; 'runner ready' does not wait for it (an early request waits for the same probe).
-  const recorderChecked = checkRecorder(engine, log);
-  const isolated = options.runner.isolation === 'isolated';
-  let stopping = false;
-  let isolation: RunnerIsolation | undefined;
-  if (isolated) {
-    // The probes' processes are ours: the first sweep must not find them running.
-    await Promise.all([usableReaper(), recorderChecked]);
-    isolation = {
-      // Stopping, the socket is gone on purpose (closing the server unlinks it).
-      sweep: () => sweep(options.workRoot, options.runner.resetDirs, socketPath, stopping ? 'any' : socketId, log),
-      onSweepFailed(err) {
-        // Fail closed: with the runner gone its init exits, and the kernel kills what is left of the namespace.
-        log.error({ err: err.message }, 'the sweep after a run failed: stopping the runner (its container restarts clean)');
-        log.flush();
-        process.exit(1);
-      },
-    };
-  } else {
+  if (options.runner.isolation !== 'isolated') {
     log.warn('CMP_OFFLOAD_RUNNER_ISOLATION=shared: requests run at once and nothing is swept between them; a run can see, outlive and tamper with later runs (development only)');
+    return undefined;
   }
-  let server;
-  let socketId: string | undefined;
-  try {
-    server = await serveRunner(socketPath, { engine, specDigest: pluginSpecDigest(engine.config), log }, isolation);
-    socketId = fileId(socketPath);
-  } catch (err) {
-    process.stderr.write(`cmp-offload runner cannot listen on ${socketPath} (CMP_OFFLOAD_RUNNER_SOCKET): ${(err as Error).message}\n`);
-    return 1;
-  }
-  log.info({ socket: socketPath, plugin: engine.config.metadata.name, isolation: options.runner.isolation }, 'runner ready');
-
-  await stopSignal;
-  stopping = true;
-
-  await server.close(options.shutdownGraceMs);
-  await terminateAll(5_000);
-  await recorderChecked; // its probe command is ours to wait for (bounded by the probe's 10 s)
-  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(logFailed(log, 'stopping: removing the work root')); // EBUSY when a mount point
-  await fs.rm(socketPath, { force: true }).catch(logFailed(log, 'stopping: removing the socket'));
-  log.info('stopped');
-  log.flush();
-  return 0;
+  // The probes' processes are ours: the first sweep must not find them running.
+  await Promise.all([usableReaper(), recorderChecked]);
+  return {
+    sweep: () => sweep(options.workRoot, options.runner.resetDirs, socket.path, socket.stopping ? 'any' : socket.id, log),
+    onSweepFailed(err) {
+      // Fail closed: with the runner gone its init exits, and the kernel kills what is left of the namespace.
+      log.error({ err: err.message }, 'the sweep after a run failed: stopping the runner (its container restarts clean)');
+      log.flush();
+      process.exit(1);
+    },
+  };
 }
 
 /** Where this runner's code lives (dist/), which a reset dir must not hold. */

@@ -23,43 +23,8 @@ export interface RunnerServer {
  */
 export async function serveRunner(socketPath: string, deps: ConnectionDeps, isolation?: RunnerIsolation): Promise<RunnerServer> {
   const live = new Set<RunnerConnection>();
-  /** The connection whose request runs (isolated mode), from its HEADER to the end of its sweep. */
-  let active: RunnerConnection | undefined;
-  /** A sweep under way: connections that come meanwhile wait for it rather than being refused. */
-  let sweeping: Promise<void> | undefined;
-  let lastSweepMs: number | undefined;
-  const connDeps: ConnectionDeps = isolation
-    ? {
-        ...deps,
-        claim(conn) {
-          if (active && active !== conn) return false;
-          active = conn;
-          // A connection that ends before its run (hang-up during the upload) ran nothing: no sweep.
-          void conn.finished.then(() => {
-            if (active === conn && !sweeping) active = undefined;
-          });
-          return true;
-        },
-        async afterRun(conn) {
-          if (active !== conn) return;
-          sweeping = (async () => {
-            // The run's kill sequences first (SIGTERM, SIGKILL after ARGOCD_EXEC_FATAL_TIMEOUT):
-            // its TERM handlers get the same grace as anywhere else, then the sweep.
-            await settled();
-            const started = performance.now();
-            await isolation.sweep();
-            lastSweepMs = performance.now() - started;
-          })().catch((err: Error) => isolation.onSweepFailed(err));
-          try {
-            await sweeping;
-          } finally {
-            sweeping = undefined;
-            active = undefined;
-          }
-        },
-        lastSweepMs: () => lastSweepMs,
-      }
-    : deps;
+  const turns = isolation ? new OneRunAtATime(isolation) : undefined;
+  const connDeps = turns ? turns.connectionDeps(deps) : deps;
   const accept = (socket: net.Socket) => {
     if (socket.destroyed) return;
     const conn = new RunnerConnection(socket, connDeps);
@@ -67,6 +32,7 @@ export async function serveRunner(socketPath: string, deps: ConnectionDeps, isol
     void conn.finished.then(() => live.delete(conn));
   };
   const server = net.createServer(socket => {
+    const sweeping = turns?.sweeping;
     if (!sweeping) return accept(socket);
     socket.pause();
     void sweeping.then(() => {
@@ -76,19 +42,7 @@ export async function serveRunner(socketPath: string, deps: ConnectionDeps, isol
     });
   });
   await removeStaleSocket(socketPath);
-  // The umask makes the socket 0600 from its creation: no window where others may connect.
-  const umask = process.umask(0o177);
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(socketPath, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-  } finally {
-    process.umask(umask);
-  }
+  await listenPrivately(server, socketPath);
   server.on('error', err => deps.log.error({ err: err.message }, 'runner socket error'));
 
   return {
@@ -104,6 +58,73 @@ export async function serveRunner(socketPath: string, deps: ConnectionDeps, isol
       await closed;
     },
   };
+}
+
+/** Isolated mode's turns: one connection's run at a time, then the sweep before the next. */
+class OneRunAtATime {
+  private readonly isolation: RunnerIsolation;
+  /** The connection whose request runs, from its HEADER to the end of its sweep. */
+  private active: RunnerConnection | undefined;
+  private sweepUnderWay: Promise<void> | undefined;
+  private lastSweepMs: number | undefined;
+
+  constructor(isolation: RunnerIsolation) {
+    this.isolation = isolation;
+  }
+
+  /** A sweep under way: connections that come meanwhile wait for it rather than being refused. */
+  get sweeping(): Promise<void> | undefined {
+    return this.sweepUnderWay;
+  }
+
+  connectionDeps(deps: ConnectionDeps): ConnectionDeps {
+    return { ...deps, claim: conn => this.claim(conn), afterRun: conn => this.afterRun(conn), lastSweepMs: () => this.lastSweepMs };
+  }
+
+  private claim(conn: RunnerConnection): boolean {
+    if (this.active && this.active !== conn) return false;
+    this.active = conn;
+    // A connection that ends before its run (hang-up during the upload) ran nothing: no sweep.
+    void conn.finished.then(() => {
+      if (this.active === conn && !this.sweepUnderWay) this.active = undefined;
+    });
+    return true;
+  }
+
+  private async afterRun(conn: RunnerConnection): Promise<void> {
+    if (this.active !== conn) return;
+    const { isolation } = this;
+    this.sweepUnderWay = (async () => {
+      // The run's kill sequences first (SIGTERM, SIGKILL after ARGOCD_EXEC_FATAL_TIMEOUT):
+      // its TERM handlers get the same grace as anywhere else, then the sweep.
+      await settled();
+      const started = performance.now();
+      await isolation.sweep();
+      this.lastSweepMs = performance.now() - started;
+    })().catch((err: Error) => isolation.onSweepFailed(err));
+    try {
+      await this.sweepUnderWay;
+    } finally {
+      this.sweepUnderWay = undefined;
+      this.active = undefined;
+    }
+  }
+}
+
+/** Listen with mode 0600 from the socket's creation: no window where others may connect. */
+async function listenPrivately(server: net.Server, socketPath: string): Promise<void> {
+  const umask = process.umask(0o177);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(socketPath, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } finally {
+    process.umask(umask);
+  }
 }
 
 /** A socket file left by a runner that did not shut down cleanly; anything else is kept. */

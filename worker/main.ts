@@ -17,7 +17,7 @@ import { logFailed, type Logger } from '../cmp/log.js';
 import type { Engine } from '../cmp/plugin/engine.js';
 import { createProcessor, type AbortReason, type Execute } from './processor.js';
 import { RecordedRuns, RecordingWorker } from './recorded-runs.js';
-import { runnerExecute } from './runner-client.js';
+import { runnerExecute, type RunnerClientOptions } from './runner-client.js';
 import { RunnerGate } from './runner-gate.js';
 
 /**
@@ -39,43 +39,96 @@ export async function runWorker(argv: string[]): Promise<number> {
   const gate = options.runnerSocket === IN_PROCESS ? undefined : new RunnerGate(options.runnerSockets, options.redis!.timeoutMs, log);
   const localExecute = gate ? undefined : await inProcessExecutor(engine, log);
   const ro = options.redis!;
-  const signingKey = ro.signingKey!;
-  const queue = queueNameOf(socketFileName(engine.config));
-  const keys = new KeySpace(ro.prefix);
-  const onRedisError = (err: Error) => log.debug({ err: err.message }, 'redis connection error');
+  const w: WorkerSetting = {
+    log,
+    engine,
+    ro,
+    gate,
+    queue: queueNameOf(socketFileName(engine.config)),
+    keys: new KeySpace(ro.prefix),
+    onRedisError: (err: Error) => log.debug({ err: err.message }, 'redis connection error'),
+  };
 
-  const redis = connectRedis(ro, 'command', onRedisError);
+  const redis = connectRedis(ro, 'command', w.onRedisError);
   const specDigest = pluginSpecDigest(engine.config);
-  const execute: Execute = gate
-    ? gate.watch(
-        runnerExecute({
-          socketPaths: options.runnerSockets,
-          concurrency: options.concurrency,
-          specDigest,
-          outputBytes: options.limits.outputBytes,
-          maxPaths: options.cache.trace.maxPaths,
-          execTimeoutMs: options.execTimeoutMs,
-          fatalTimeoutMs: options.execFatalTimeoutMs,
-          log,
-        }),
-      )
-    : localExecute!;
+  const execute: Execute = gate ? gate.watch(runnerExecute(runnerClientOptions(w, specDigest))) : localExecute!;
+  const { worker, workerConnection } = startJobWorker(w, redis, execute, specDigest);
+  let stopping = false;
+  const fetching = gate ? gate.start(worker) : Promise.resolve(true);
+  const subscriber = await listenForCancels(ro, w.keys, ro.signingKey!, w.queue, worker, log, w.onRedisError);
+  await warnUntilRedisReady(w, worker);
+
+  metrics.info.set({ role: 'worker', plugin: w.queue, mode: 'distributed' }, 1);
+  metrics.concurrencyLimit.set(options.concurrency);
+  const ops = serveWorkerOps(w, redis, workerConnection, worker, () => stopping);
+  const ready = () =>
+    log.info(
+      { queue: w.queue, redis: ro.redacted, prefix: ro.prefix, concurrency: options.concurrency, runner: gate ? options.runnerSockets.join(',') : options.runnerSocket },
+      'worker ready',
+    );
+  void fetching.then(up => up && ready());
+
+  await stopSignal;
+
+  stopping = true;
+  gate?.stop();
+  await drainJobs(worker, options.shutdownGraceMs, log);
+  await shutdownTracing().catch(logFailed(log, 'stopping: flushing the last spans'));
+  await (await ops.http)?.close().catch(logFailed(log, 'stopping: closing the ops server'));
+  await ops.dashboardQueue?.close().catch(logFailed(log, 'stopping: closing the dashboard queue'));
+  for (const c of [ops.dashboardConnection, subscriber, workerConnection, redis]) c?.disconnect();
+  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(logFailed(log, 'stopping: removing the work root'));
+  log.info('stopped');
+  log.flush();
+  return 0;
+}
+
+/** What the parts of a worker process share. */
+interface WorkerSetting {
+  log: Logger;
+  engine: Engine;
+  ro: RedisOptions;
+  /** Set unless the plugin commands run in-process: fetching waits for the pod's runners. */
+  gate: RunnerGate | undefined;
+  /** The plugin's queue. */
+  queue: string;
+  keys: KeySpace;
+  onRedisError: (err: Error) => void;
+}
+
+function runnerClientOptions({ engine: { options }, log }: WorkerSetting, specDigest: string): RunnerClientOptions {
+  return {
+    socketPaths: options.runnerSockets,
+    concurrency: options.concurrency,
+    specDigest,
+    outputBytes: options.limits.outputBytes,
+    maxPaths: options.cache.trace.maxPaths,
+    execTimeoutMs: options.execTimeoutMs,
+    fatalTimeoutMs: options.execFatalTimeoutMs,
+    log,
+  };
+}
+
+/** The BullMQ worker of the plugin's queue, with its processor and event logs; it fetches at once only without a runner. */
+function startJobWorker(w: WorkerSetting, redis: RedisClient, execute: Execute, specDigest: string): { worker: RecordingWorker; workerConnection: RedisClient } {
+  const { log, engine, ro, gate, queue } = w;
+  const { options } = engine;
   // Each job's `job` line, metric and span wait for BullMQ to record its end (or fail to).
   const runs = new RecordedRuns();
   const processor = createProcessor({
     engine,
     execute,
     redis,
-    keys,
+    keys: w.keys,
     queue,
     specDigest,
-    signingKey,
+    signingKey: ro.signingKey!,
     log,
     jobAttempts: ro.jobAttempts,
     runs,
     ...(gate ? { runner: { down: () => gate.down, unreachable: () => gate.unreachable() } } : {}),
   });
-  const workerConnection = connectRedis(ro, 'blocking', onRedisError);
+  const workerConnection = connectRedis(ro, 'blocking', w.onRedisError);
   const worker = new RecordingWorker(queue, processor, {
     connection: workerConnection,
     prefix: ro.prefix,
@@ -98,23 +151,26 @@ export async function runWorker(argv: string[]): Promise<number> {
   });
   // A job whose lock we lost will run elsewhere: stop our copy (BullMQ's documented pattern).
   worker.on('lockRenewalFailed', ids => ids.forEach(id => worker.cancelJob(id, 'shutdown' satisfies AbortReason)));
-  let stopping = false;
-  const fetching = gate ? gate.start(worker) : Promise.resolve(true);
-  const subscriber = await listenForCancels(ro, keys, signingKey, queue, worker, log, onRedisError);
+  return { worker, workerConnection };
+}
 
+/** Wait a while for the worker's Redis connection; say so when it is not there yet (it keeps trying). */
+async function warnUntilRedisReady({ ro, log }: WorkerSetting, worker: RecordingWorker): Promise<void> {
   const connected = await Promise.race([
     worker.waitUntilReady().then(() => true, () => false),
     new Promise<boolean>(resolve => setTimeout(() => resolve(false), ro.timeoutMs).unref()),
   ]);
   if (!connected) log.warn({ redis: ro.redacted }, 'Redis is not reachable yet; jobs are fetched once it is');
+}
 
-  metrics.info.set({ role: 'worker', plugin: queue, mode: 'distributed' }, 1);
-  metrics.concurrencyLimit.set(options.concurrency);
+/** The ops HTTP server (health, metrics, and the dashboard when its token is set), started in the background. */
+function serveWorkerOps(w: WorkerSetting, redis: RedisClient, workerConnection: RedisClient, worker: RecordingWorker, stopping: () => boolean) {
+  const { ro, gate, queue, engine: { options } } = w;
   // The dashboard's Queue gets its own connection: the command one refuses commands while connecting.
-  const dashboardConnection = options.dashboardToken ? connectRedis(ro, 'blocking', onRedisError) : undefined;
+  const dashboardConnection = options.dashboardToken ? connectRedis(ro, 'blocking', w.onRedisError) : undefined;
   const dashboardQueue = dashboardConnection ? new Queue(queue, { connection: dashboardConnection, prefix: ro.prefix }) : undefined;
-  dashboardQueue?.on('error', onRedisError);
-  const http = serveOpsInBackground(options.http, log, async () =>
+  dashboardQueue?.on('error', w.onRedisError);
+  const http = serveOpsInBackground(options.http, w.log, async () =>
     (await import('./http-app.js')).buildWorkerHttpApp({
       redis,
       blocking: workerConnection,
@@ -122,31 +178,12 @@ export async function runWorker(argv: string[]): Promise<number> {
       queue,
       // Paused because its runner is down, the worker is not ready for the runner's sake only; and
       // the runner counts as up once fetching has resumed, not merely once its socket accepts.
-      running: () => !stopping && (worker.isRunning() || (gate?.down ?? false)),
+      running: () => !stopping() && (worker.isRunning() || (gate?.down ?? false)),
       ...(gate ? { runnerUp: async () => !gate.down && (await gate.accept(1_000)) } : {}),
       ...(dashboardQueue && options.dashboardToken ? { dashboard: { token: options.dashboardToken, queue: dashboardQueue } } : {}),
     }),
   );
-  const ready = () =>
-    log.info(
-      { queue, redis: ro.redacted, prefix: ro.prefix, concurrency: options.concurrency, runner: gate ? options.runnerSockets.join(',') : options.runnerSocket },
-      'worker ready',
-    );
-  void fetching.then(up => up && ready());
-
-  await stopSignal;
-
-  stopping = true;
-  gate?.stop();
-  await drainJobs(worker, options.shutdownGraceMs, log);
-  await shutdownTracing().catch(logFailed(log, 'stopping: flushing the last spans'));
-  await (await http)?.close().catch(logFailed(log, 'stopping: closing the ops server'));
-  await dashboardQueue?.close().catch(logFailed(log, 'stopping: closing the dashboard queue'));
-  for (const c of [dashboardConnection, subscriber, workerConnection, redis]) c?.disconnect();
-  await fs.rm(options.workRoot, { recursive: true, force: true }).catch(logFailed(log, 'stopping: removing the work root'));
-  log.info('stopped');
-  log.flush();
-  return 0;
+  return { http, dashboardConnection, dashboardQueue };
 }
 
 /** Start-up checks of a worker's settings and its work root; the exit code when they fail. */

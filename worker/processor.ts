@@ -139,67 +139,218 @@ function lostRunsText(lost: number, failed: number): string {
  * BullMQ retries the job, on this worker or another.
  */
 export function createProcessor(deps: ProcessorDeps) {
-  const { engine, keys, signingKey, log } = deps;
-  const ttlMs = engine.options.cache.ttlMs;
-  const resultTtlMs = engine.options.redis!.resultTtlMs;
-
-  const fail = (jobId: string, binding: string, f: JobFailure): UnrecoverableError =>
-    new UnrecoverableError(encodeFailure(signingKey, jobId, binding, f));
-  const failureOf = (err: CmpError): JobFailure => ({ code: err.code, message: err.message, canceled: false });
-  /**
-   * The blob vanished from Redis (flushed, restarted empty, failover, eviction, expiry) or was
-   * corrupt (and is removed now): an infrastructure failure, never the plugin's, that only the
-   * proxy can mend with its spooled copy. Retrying here would find the same, so the job ends
-   * with a signed failure that tells the proxy to upload and submit anew.
-   */
-  const blobLost = (jobId: string, binding: string, err: CmpError): UnrecoverableError => {
-    log.warn({ jobId, reason: err.message }, 'tarball blob unusable; its proxy is asked to send it again');
-    return fail(jobId, binding, { ...failureOf(err), resubmit: true });
-  };
-
+  const steps = new JobSteps(deps);
   // Three declared parameters: BullMQ passes the AbortSignal only to processors that take it.
   return async function process(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn> {
     const trace = new RequestTrace();
     metrics.concurrencyInUse.inc();
     let outcome = 'failed';
     try {
-      const ret = await withTrace(trace, () => processJob(job, token, signal));
+      const ret = await withTrace(trace, () => steps.process(job, token, signal));
       outcome = ret.cached ? 'cached' : 'completed';
       return { key: ret.key };
     } catch (err) {
-      // A plain Error is retried by BullMQ (infrastructure trouble); an UnrecoverableError is final.
-      outcome =
-        err instanceof UnrecoverableError ? (trace.skipped ? 'skipped' : 'failed') : err instanceof WaitingError ? 'requeued' : err instanceof SkewHandBack ? 'skew' : 'retried';
+      outcome = outcomeOfError(err, trace);
       throw err;
     } finally {
       metrics.concurrencyInUse.dec();
-      const attempt = job.attemptsMade + 1;
-      const report = (final: string, unrecorded?: string) => {
-        metrics.jobs.inc({ outcome: final });
-        if (trace.stageSpans) {
-          const attributes = { 'cmp.plugin': deps.queue, 'cmp.app': trace.app, 'cmp.rpc': job.name, 'cmp.outcome': final, 'cmp.attempt': attempt };
-          endRequestSpan(trace, attributes, final !== 'completed' && final !== 'cached');
-        }
-        const why = unrecorded === undefined ? {} : { ran: outcome, reason: unrecorded };
-        log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome: final, ...why, attempt, lostWithWorker: job.stalledCounter ?? 0, ms: trace.durations() }, 'job');
-      };
-      // A requeued or handed-back job was moved by the processor itself: BullMQ records nothing more.
-      if (deps.runs && outcome !== 'requeued' && outcome !== 'skew') {
-        const expected = outcome === 'completed' || outcome === 'cached' ? 'completed' : 'failed';
-        deps.runs.expect(job, r => {
-          if (r.as === expected) report(outcome);
-          else report('unrecorded', r.as === 'nothing' ? r.reason : `BullMQ recorded the job as ${r.as}`);
-        });
-      } else report(outcome);
+      reportJob(deps, job, trace, outcome);
     }
   };
+}
+
+/** A plain Error is retried by BullMQ (infrastructure trouble); an UnrecoverableError is final. */
+function outcomeOfError(err: unknown, trace: RequestTrace): string {
+  return err instanceof UnrecoverableError ? (trace.skipped ? 'skipped' : 'failed') : err instanceof WaitingError ? 'requeued' : err instanceof SkewHandBack ? 'skew' : 'retried';
+}
+
+/** The job's metric, span and `job` log line: once BullMQ has recorded its end, where `deps.runs` waits for it. */
+function reportJob(deps: ProcessorDeps, job: Job, trace: RequestTrace, outcome: string): void {
+  const attempt = job.attemptsMade + 1;
+  const report = (final: string, unrecorded?: string) => {
+    metrics.jobs.inc({ outcome: final });
+    if (trace.stageSpans) {
+      const attributes = { 'cmp.plugin': deps.queue, 'cmp.app': trace.app, 'cmp.rpc': job.name, 'cmp.outcome': final, 'cmp.attempt': attempt };
+      endRequestSpan(trace, attributes, final !== 'completed' && final !== 'cached');
+    }
+    const why = unrecorded === undefined ? {} : { ran: outcome, reason: unrecorded };
+    deps.log.info({ jobId: job.id, plugin: deps.queue, app: trace.app, rpc: job.name, outcome: final, ...why, attempt, lostWithWorker: job.stalledCounter ?? 0, ms: trace.durations() }, 'job');
+  };
+  // A requeued or handed-back job was moved by the processor itself: BullMQ records nothing more.
+  if (deps.runs && outcome !== 'requeued' && outcome !== 'skew') {
+    const expected = outcome === 'completed' || outcome === 'cached' ? 'completed' : 'failed';
+    deps.runs.expect(job, r => {
+      if (r.as === expected) report(outcome);
+      else report('unrecorded', r.as === 'nothing' ? r.reason : `BullMQ recorded the job as ${r.as}`);
+    });
+  } else report(outcome);
+}
+
+const failureOf = (err: CmpError): JobFailure => ({ code: err.code, message: err.message, canceled: false });
+
+/** Where a job's answer goes: the cache entry of its cache key, or the result key its proxy chose. */
+interface ResultPlace {
+  key: string;
+  /** What the answer is signed for: the cache key, or the digest of the request the job describes. */
+  binding: string;
+}
+
+/** The steps of one job, from its checks to its stored result. */
+class JobSteps {
+  private readonly deps: ProcessorDeps;
+  private readonly ttlMs: number;
+  private readonly resultTtlMs: number;
+
+  constructor(deps: ProcessorDeps) {
+    this.deps = deps;
+    this.ttlMs = deps.engine.options.cache.ttlMs;
+    this.resultTtlMs = deps.engine.options.redis!.resultTtlMs;
+  }
+
+  /** Check the job (runner, signature, queue, runs lost so far), then run it. */
+  async process(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn & { cached?: boolean }> {
+    const { deps } = this;
+    const jobId = job.id!;
+    // A worker whose runner is down may still get a job (a fetch already under way when it paused).
+    if (deps.runner?.down()) return this.backToQueue(job, token, 'the runner does not accept connections');
+    const data = this.verify(job);
+    const binding = answerBinding(data);
+    if (data.plugin !== deps.queue) {
+      throw this.fail(jobId, binding, failureOf(ourError('wrongQueue', data.plugin, deps.queue)));
+    }
+    // A job that lost its earlier runs (a worker killed under it each time: out of memory?)
+    // stops here, before anything runs again, with a signed answer its callers get at once.
+    const budget = Math.min(deps.jobAttempts, job.opts.attempts ?? deps.jobAttempts);
+    const ended = endedRuns(job);
+    if (ended.total >= budget) {
+      deps.log.warn({ jobId, lostWithWorker: ended.lost, failed: ended.failed, limit: budget }, 'job given up: its runs ended in infrastructure failures (CMP_OFFLOAD_JOB_ATTEMPTS)');
+      throw this.fail(jobId, binding, failureOf(ourError('jobGaveUp', jobId, data.plugin, ended.total, lostRunsText(ended.lost, ended.failed))));
+    }
+    // This run is the last one allowed: its infrastructure failure is final, and says why.
+    const lastRun = ended.total + 1 >= budget;
+    try {
+      return await this.runJob(job, token, signal, data, binding);
+    } catch (err) {
+      if (!lastRun || err instanceof UnrecoverableError || err instanceof WaitingError || err instanceof DelayedError) throw err;
+      const earlier = lostRunsText(ended.lost, ended.failed);
+      throw this.fail(jobId, binding, failureOf(ourError('jobGaveUp', jobId, data.plugin, ended.total + 1, `${earlier ? `${earlier}; ` : ''}the last: ${messageOf(err)}`)));
+    }
+  }
+
+  /** The job's signed fields, or its signed refusal: nothing runs for a job that does not verify. */
+  private verify(job: Job): VerifiedJob {
+    const jobId = job.id!;
+    try {
+      return verifyJob(this.deps.signingKey, job.data, jobId);
+    } catch (err) {
+      if (!(err instanceof InvalidJobError)) throw err;
+      this.deps.log.warn({ jobId, reason: err.message }, 'rejected a job that does not verify; nothing was run');
+      throw this.fail(jobId, REJECTED, failureOf(ourError('jobRejected', err.message)));
+    }
+  }
+
+  /** A verified job of this queue: hand it back, skip it, answer it from the cache, or run it and store its result. */
+  private async runJob(job: Job, token: string | undefined, signal: AbortSignal | undefined, data: VerifiedJob, binding: string): Promise<JobReturn & { cached?: boolean }> {
+    const jobId = job.id!;
+    const trace = currentTrace();
+    if (trace) traceJob(trace, job, data);
+    if (data.specDigest !== this.deps.specDigest) return this.otherSpec(job, token, data, binding);
+
+    const abort = new JobAbort(signal);
+    await this.skipUnwaited(jobId, binding, data, abort, trace);
+    const place = this.placeOf(data);
+    // A caller that missed the cache just before an identical job finished enqueues anew: answer it from the cache.
+    if (data.cacheKey !== null && 'found' in (await readResult(this.deps.redis, this.deps.signingKey, place.key, place.binding))) return { key: place.key, cached: true };
+
+    // A small tarball came inside the job (verified against its checksum): nothing to fetch.
+    const tgzPath = data.tarball ? undefined : path.join(this.deps.engine.options.workRoot, `${randomUUID()}.tgz`);
+    try {
+      if (tgzPath) await this.fetchTarball(jobId, binding, data, tgzPath);
+      // Traced cache: record what the run reads; the proxy turns it into a traced entry.
+      const sink: ReadSink | undefined = this.deps.engine.options.cache.traced && data.kind === 'generate' && data.cacheKey !== null ? {} : undefined;
+      const result = await this.run(job, token, data, binding, tgzPath ?? data.tarball!, abort, sink);
+      await this.store(data, place, result, sink);
+      return { key: place.key };
+    } finally {
+      abort.dispose();
+      if (tgzPath) await fs.rm(tgzPath, { force: true });
+    }
+  }
+
+  /** Not started when its callers are gone (cancelled while queued, or a stale retry). */
+  private async skipUnwaited(jobId: string, binding: string, data: VerifiedJob, abort: JobAbort, trace: RequestTrace | undefined): Promise<void> {
+    const waiters = await countWaiters(this.deps.redis, this.deps.keys.waiters(this.deps.queue, data.waitId));
+    if (waiters > 0 && !abort.signal.aborted) return;
+    if (abort.shutdown) throw new Error('cmp-offload: worker shutting down');
+    this.deps.log.info({ jobId }, 'nobody waits for this job any more; not running it');
+    if (trace) trace.skipped = true;
+    throw this.fail(jobId, binding, { code: Status.CANCELLED, message: 'context canceled', canceled: true });
+  }
+
+  private placeOf(data: VerifiedJob): ResultPlace {
+    const key = data.cacheKey !== null ? this.deps.keys.cacheEntry(data.plugin, appNameOf(data.env), data.cacheKey) : this.deps.keys.result(this.deps.queue, data.resultId);
+    return { key, binding: data.cacheKey ?? requestDigest(data) };
+  }
+
+  private async fetchTarball(jobId: string, binding: string, data: VerifiedJob, tgzPath: string): Promise<void> {
+    try {
+      await traceStep('blob_fetch', () => fetchBlob(this.deps.redis, this.deps.keys, data.blob, data.size, tgzPath));
+    } catch (err) {
+      if (err instanceof BlobMissingError || err instanceof BlobCorruptError) throw this.blobLost(jobId, binding, err);
+      if (err instanceof CmpError) throw this.fail(jobId, binding, failureOf(err));
+      throw new Error(`cmp-offload: fetching the tarball failed: ${messageOf(err)}`);
+    }
+  }
+
+  /**
+   * Run the request on its tarball. A failure becomes the plugin's signed answer, an
+   * infrastructure error (retried), or a hand-back to the queue when the run never started.
+   */
+  private async run(job: Job, token: string | undefined, data: VerifiedJob, binding: string, tgz: string | Buffer, abort: JobAbort, sink: ReadSink | undefined): Promise<PluginResult | EncodedResult> {
+    const jobId = job.id!;
+    // The job's deadline: its callers are gone after it (the runner client bounds its wait by it).
+    const ctx: Ctx = { signal: abort.signal, deadline: data.expiresAt };
+    try {
+      const req = requestOf(data);
+      // provideGitCreds: the run's askpass and credential files come from the job's proxy.
+      if (data.gitCreds && data.kind === 'generate') {
+        const { redis, keys, signingKey } = this.deps;
+        const creds = await relayedGitCreds({ redis, keys, signingKey }, jobId, data.env, data.expiresAt, abort.signal).catch((err: unknown) => {
+          if (err instanceof CmpError || abort.signal.aborted) throw err;
+          throw new InfraError(`cmp-offload: the git credentials lookup failed: ${messageOf(err)}`);
+        });
+        if (creds) req.gitCreds = creds;
+      }
+      return await this.deps.execute(req, tgz, ctx, sink);
+    } catch (err) {
+      if (abort.shutdown) throw new Error('cmp-offload: worker shutting down');
+      if (err instanceof RunnerBusy) return await this.backToQueue(job, token, err.message);
+      if (err instanceof RunnerUnreachable) {
+        this.deps.runner?.unreachable();
+        return await this.backToQueue(job, token, err.message);
+      }
+      if (err instanceof InfraError) throw err;
+      throw this.fail(jobId, binding, { code: codeOf(err), message: messageOf(err), canceled: abort.signal.aborted });
+    }
+  }
+
+  /** The run's read record (traced cache) and its result. */
+  private async store(data: VerifiedJob, place: ResultPlace, result: PluginResult | EncodedResult, sink: ReadSink | undefined): Promise<void> {
+    const { redis, keys, signingKey } = this.deps;
+    if (sink) {
+      const readsKey = keys.tracedReads(data.plugin, appNameOf(data.env), data.cacheKey!);
+      await writeReads(redis, signingKey, readsKey, sink.reads ?? { complete: false, reason: 'not recorded' }, this.resultTtlMs);
+    }
+    await writeResult(redis, signingKey, place.key, place.binding, result, data.cacheKey !== null ? this.ttlMs : this.resultTtlMs);
+    if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(result instanceof EncodedResult ? result.manifestBytes : resultBytes(result));
+  }
 
   /**
    * Hand a job back to the queue without using an attempt (its run never started): another
    * worker, or this one once it fetches again, takes it. BullMQ's documented manual move.
    */
-  async function backToQueue(job: Job, token: string | undefined, why: string): Promise<never> {
-    log.info({ jobId: job.id, why }, 'job handed back to the queue, not run here');
+  private async backToQueue(job: Job, token: string | undefined, why: string): Promise<never> {
+    this.deps.log.info({ jobId: job.id, why }, 'job handed back to the queue, not run here');
     await job.moveToWait(token);
     throw new WaitingError();
   }
@@ -209,150 +360,80 @@ export function createProcessor(deps: ProcessorDeps) {
    * bounds allow (skewDelay), else failed with versionSkew. Its hand-backs so far are its
    * starts beyond its recorded runs (BullMQ counts every move to active).
    */
-  async function otherSpec(job: Job, token: string | undefined, data: JobRequest, binding: string): Promise<never> {
+  private async otherSpec(job: Job, token: string | undefined, data: JobRequest, binding: string): Promise<never> {
+    const { deps } = this;
     const jobId = job.id!;
     const handBacks = Math.max(0, (job.attemptsStarted ?? 1) - 1 - endedRuns(job).total);
     const now = Date.now();
     const delay = skewDelay(handBacks, now, data.enqueuedAt, data.expiresAt);
     const fields = { jobId, proxy: data.specDigest, worker: deps.specDigest, handBacks, waitedMs: now - data.enqueuedAt };
     if (delay === undefined) {
-      log.warn(fields, 'plugin spec mismatch and no worker of the job\'s spec took it in time, job refused');
-      throw fail(jobId, binding, failureOf(ourError('versionSkew', data.plugin, data.specDigest, deps.specDigest)));
+      deps.log.warn(fields, 'plugin spec mismatch and no worker of the job\'s spec took it in time, job refused');
+      throw this.fail(jobId, binding, failureOf(ourError('versionSkew', data.plugin, data.specDigest, deps.specDigest)));
     }
-    log.info({ ...fields, delayMs: delay }, 'job of another plugin spec handed back for a worker of its spec (a rollout under way?)');
+    deps.log.info({ ...fields, delayMs: delay }, 'job of another plugin spec handed back for a worker of its spec (a rollout under way?)');
     await job.moveToDelayed(now + delay, token);
     throw new SkewHandBack();
   }
 
-  async function processJob(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<JobReturn & { cached?: boolean }> {
-    const jobId = job.id!;
-    // A worker whose runner is down may still get a job (a fetch already under way when it paused).
-    if (deps.runner?.down()) return backToQueue(job, token, 'the runner does not accept connections');
-    let data: VerifiedJob;
-    try {
-      data = verifyJob(signingKey, job.data, jobId);
-    } catch (err) {
-      if (!(err instanceof InvalidJobError)) throw err;
-      log.warn({ jobId, reason: err.message }, 'rejected a job that does not verify; nothing was run');
-      throw fail(jobId, REJECTED, failureOf(ourError('jobRejected', err.message)));
-    }
-    const binding = answerBinding(data);
-    if (data.plugin !== deps.queue) {
-      throw fail(jobId, binding, failureOf(ourError('wrongQueue', data.plugin, deps.queue)));
-    }
-    // A job that lost its earlier runs (a worker killed under it each time: out of memory?)
-    // stops here, before anything runs again, with a signed answer its callers get at once.
-    const budget = Math.min(deps.jobAttempts, job.opts.attempts ?? deps.jobAttempts);
-    const ended = endedRuns(job);
-    if (ended.total >= budget) {
-      log.warn({ jobId, lostWithWorker: ended.lost, failed: ended.failed, limit: budget }, 'job given up: its runs ended in infrastructure failures (CMP_OFFLOAD_JOB_ATTEMPTS)');
-      throw fail(jobId, binding, failureOf(ourError('jobGaveUp', jobId, data.plugin, ended.total, lostRunsText(ended.lost, ended.failed))));
-    }
-    // This run is the last one allowed: its infrastructure failure is final, and says why.
-    const lastRun = ended.total + 1 >= budget;
-    const giveUp = (err: unknown): never => {
-      if (!lastRun || err instanceof UnrecoverableError || err instanceof WaitingError || err instanceof DelayedError) throw err;
-      const earlier = lostRunsText(ended.lost, ended.failed);
-      throw fail(jobId, binding, failureOf(ourError('jobGaveUp', jobId, data.plugin, ended.total + 1, `${earlier ? `${earlier}; ` : ''}the last: ${messageOf(err)}`)));
-    };
-    try {
-      return await runJob(job, token, signal, data, binding);
-    } catch (err) {
-      return giveUp(err);
-    }
+  private fail(jobId: string, binding: string, f: JobFailure): UnrecoverableError {
+    return new UnrecoverableError(encodeFailure(this.deps.signingKey, jobId, binding, f));
   }
 
-  async function runJob(job: Job, token: string | undefined, signal: AbortSignal | undefined, data: VerifiedJob, binding: string): Promise<JobReturn & { cached?: boolean }> {
-    const jobId = job.id!;
-    const trace = currentTrace();
-    if (trace) {
-      trace.app = appNameOf(data.env);
-      trace.bytes = data.size;
-      trace.addStage('queue_wait', Math.max(0, Date.now() - data.enqueuedAt));
-      // Tracing: this job continues the proxy's request span (signed into the job), from its
-      // enqueue time (the job span holds its queue wait); the sampler follows the request's decision.
-      if (tracingEnabled()) {
-        const now = nowMs();
-        const startMs = Math.min(now, data.enqueuedAt);
-        if (traceRequest(trace, `cmp-offload job ${job.name}`, 'consumer', startMs, parseTraceContext(data.traceparent, data.tracestate === undefined ? [] : [data.tracestate]))) {
-          trace.stageSpans!.push({ name: 'queue_wait', startMs, endMs: now });
-        }
-      }
+  /**
+   * The blob vanished from Redis (flushed, restarted empty, failover, eviction, expiry) or was
+   * corrupt (and is removed now): an infrastructure failure, never the plugin's, that only the
+   * proxy can mend with its spooled copy. Retrying here would find the same, so the job ends
+   * with a signed failure that tells the proxy to upload and submit anew.
+   */
+  private blobLost(jobId: string, binding: string, err: CmpError): UnrecoverableError {
+    this.deps.log.warn({ jobId, reason: err.message }, 'tarball blob unusable; its proxy is asked to send it again');
+    return this.fail(jobId, binding, { ...failureOf(err), resubmit: true });
+  }
+}
+
+/** The job's app, size and queue wait in its trace; with tracing, its span continues the proxy's request span. */
+function traceJob(trace: RequestTrace, job: Job, data: VerifiedJob): void {
+  trace.app = appNameOf(data.env);
+  trace.bytes = data.size;
+  trace.addStage('queue_wait', Math.max(0, Date.now() - data.enqueuedAt));
+  // Tracing: this job continues the proxy's request span (signed into the job), from its
+  // enqueue time (the job span holds its queue wait); the sampler follows the request's decision.
+  if (tracingEnabled()) {
+    const now = nowMs();
+    const startMs = Math.min(now, data.enqueuedAt);
+    if (traceRequest(trace, `cmp-offload job ${job.name}`, 'consumer', startMs, parseTraceContext(data.traceparent, data.tracestate === undefined ? [] : [data.tracestate]))) {
+      trace.stageSpans!.push({ name: 'queue_wait', startMs, endMs: now });
     }
-    if (data.specDigest !== deps.specDigest) return otherSpec(job, token, data, binding);
+  }
+}
 
-    const ac = new AbortController();
-    let shutdown = false;
-    const onAbort = () => {
-      const reason = signal?.reason as AbortReason | undefined;
-      shutdown = reason === 'shutdown';
-      ac.abort(reason === 'deadline' ? deadlineExceeded() : canceled());
-    };
-    if (signal?.aborted) onAbort();
-    else signal?.addEventListener('abort', onAbort, { once: true });
+/**
+ * BullMQ's abort of a job (a caller's context error, or this worker going away) as the run's
+ * context: `signal` aborts with the caller's error; `shutdown` says it was this worker's.
+ */
+class JobAbort {
+  private readonly controller = new AbortController();
+  private readonly from: AbortSignal | undefined;
+  shutdown = false;
 
-    // Not started when its callers are gone (cancelled while queued, or a stale retry).
-    const waiters = await countWaiters(deps.redis, keys.waiters(deps.queue, data.waitId));
-    if (waiters <= 0 || ac.signal.aborted) {
-      if (shutdown) throw new Error('cmp-offload: worker shutting down');
-      log.info({ jobId }, 'nobody waits for this job any more; not running it');
-      if (trace) trace.skipped = true;
-      throw fail(jobId, binding, { code: Status.CANCELLED, message: 'context canceled', canceled: true });
-    }
+  constructor(from: AbortSignal | undefined) {
+    this.from = from;
+    if (from?.aborted) this.onAbort();
+    else from?.addEventListener('abort', this.onAbort, { once: true });
+  }
 
-    // Where the answer goes and what it is bound to: the cache entry of the cache key, or the
-    // result key the proxy chose, signed with the digest of the request this job describes.
-    const key = data.cacheKey !== null ? keys.cacheEntry(data.plugin, appNameOf(data.env), data.cacheKey) : keys.result(deps.queue, data.resultId);
-    const resultBinding = data.cacheKey ?? requestDigest(data);
-    // A caller that missed the cache just before an identical job finished enqueues anew: answer it from the cache.
-    if (data.cacheKey !== null && 'found' in (await readResult(deps.redis, signingKey, key, resultBinding))) return { key, cached: true };
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
 
-    // A small tarball came inside the job (verified against its checksum): nothing to fetch.
-    const tgzPath = data.tarball ? undefined : path.join(engine.options.workRoot, `${randomUUID()}.tgz`);
-    try {
-      try {
-        if (tgzPath) await traceStep('blob_fetch', () => fetchBlob(deps.redis, keys, data.blob, data.size, tgzPath));
-      } catch (err) {
-        if (err instanceof BlobMissingError || err instanceof BlobCorruptError) throw blobLost(jobId, binding, err);
-        if (err instanceof CmpError) throw fail(jobId, binding, failureOf(err));
-        throw new Error(`cmp-offload: fetching the tarball failed: ${messageOf(err)}`);
-      }
-      // The job's deadline: its callers are gone after it (the runner client bounds its wait by it).
-      const ctx: Ctx = { signal: ac.signal, deadline: data.expiresAt };
-      let result;
-      // Traced cache: record what the run reads; the proxy turns it into a traced entry.
-      const sink: ReadSink | undefined = engine.options.cache.traced && data.kind === 'generate' && data.cacheKey !== null ? {} : undefined;
-      try {
-        const req = requestOf(data);
-        // provideGitCreds: the run's askpass and credential files come from the job's proxy.
-        if (data.gitCreds && data.kind === 'generate') {
-          const creds = await relayedGitCreds({ redis: deps.redis, keys, signingKey }, jobId, data.env, data.expiresAt, ac.signal).catch((err: unknown) => {
-            if (err instanceof CmpError || ac.signal.aborted) throw err;
-            throw new InfraError(`cmp-offload: the git credentials lookup failed: ${messageOf(err)}`);
-          });
-          if (creds) req.gitCreds = creds;
-        }
-        result = await deps.execute(req, tgzPath ?? data.tarball!, ctx, sink);
-      } catch (err) {
-        if (shutdown) throw new Error('cmp-offload: worker shutting down');
-        if (err instanceof RunnerBusy) return await backToQueue(job, token, err.message);
-        if (err instanceof RunnerUnreachable) {
-          deps.runner?.unreachable();
-          return await backToQueue(job, token, err.message);
-        }
-        if (err instanceof InfraError) throw err;
-        throw fail(jobId, binding, { code: codeOf(err), message: messageOf(err), canceled: ac.signal.aborted });
-      }
-      if (sink) {
-        const readsKey = keys.tracedReads(data.plugin, appNameOf(data.env), data.cacheKey!);
-        await writeReads(deps.redis, signingKey, readsKey, sink.reads ?? { complete: false, reason: 'not recorded' }, resultTtlMs);
-      }
-      await writeResult(deps.redis, signingKey, key, resultBinding, result, data.cacheKey !== null ? ttlMs : resultTtlMs);
-      if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(result instanceof EncodedResult ? result.manifestBytes : resultBytes(result));
-      return { key };
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      if (tgzPath) await fs.rm(tgzPath, { force: true });
-    }
+  dispose(): void {
+    this.from?.removeEventListener('abort', this.onAbort);
+  }
+
+  private readonly onAbort = (): void => {
+    const reason = this.from?.reason as AbortReason | undefined;
+    this.shutdown = reason === 'shutdown';
+    this.controller.abort(reason === 'deadline' ? deadlineExceeded() : canceled());
   };
 }

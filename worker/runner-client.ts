@@ -1,32 +1,14 @@
 import fs from 'node:fs';
 import net from 'node:net';
-import { Status } from '../cmp/grpc-status.js';
 import type { Ctx } from '../cmp/context.js';
-import { formatGoDuration } from '../cmp/go/go-duration.js';
-import { CmpError, messageOf } from '../cmp/errors.js';
 import type { Logger } from '../cmp/log.js';
 import type { ReadSink } from '../cmp/plugin/execute.js';
 import type { GitCredsSource, PluginRequest } from '../cmp/plugin/request.js';
-import { currentTrace, noteExecFailure } from '../cmp/observe/request-trace.js';
-import { observeStage } from '../cmp/observe/metrics.js';
 import type { EncodedResult } from '../cmp/queue/result-store.js';
-import { InfraError, RunnerBusy, RunnerUnreachable, type Execute } from './processor.js';
+import { InfraError, RunnerBusy, type Execute } from './processor.js';
 import { AnswerDecoder, decoderHeapMb } from './answer-decoder.js';
-import { AskpassError } from '../cmp/askpass/askpass-error.js';
-import {
-  answerFrameMax,
-  BUSY_FRAME_MAX,
-  CREDS_FRAME_MAX,
-  DATA_FRAME_SEND,
-  encodeFrame,
-  FrameReader,
-  FrameType,
-  ProtocolError,
-  RUNNER_PROTOCOL_VERSION,
-  type CancelReason,
-  type CredsAnswer,
-  type RunnerRequest,
-} from '../runner/protocol.js';
+import { RunnerCall } from './runner-call.js';
+import { answerFrameMax, DATA_FRAME_SEND, RUNNER_PROTOCOL_VERSION, type RunnerRequest } from '../runner/protocol.js';
 
 export interface RunnerClientOptions {
   /** CMP_OFFLOAD_RUNNER_SOCKET: one path per runner (container); each request takes the least busy. */
@@ -168,21 +150,7 @@ export class RunnerPool {
 }
 
 async function callRunner(opts: RunnerClientOptions & { socketPath: string }, decoder: AnswerDecoder, req: PluginRequest, tgz: string | Buffer, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
-  // A small tarball (the common case) goes with the header in one write: no file stream, one
-  // wake-up of the runner; the job may have carried it (no file at all). A larger one streams
-  // in DATA frames.
-  let inline: Buffer | undefined;
-  let size: number;
-  if (typeof tgz !== 'string') {
-    if (tgz.length > DATA_FRAME_SEND) throw new InfraError(`cmp-offload: an inline tarball of ${tgz.length} bytes exceeds ${DATA_FRAME_SEND}`);
-    inline = tgz;
-    size = tgz.length;
-  } else {
-    const stat = await fs.promises.stat(tgz);
-    inline = stat.size <= DATA_FRAME_SEND ? await fs.promises.readFile(tgz) : undefined;
-    size = inline?.length ?? stat.size;
-  }
-  const tgzPath = typeof tgz === 'string' ? tgz : '';
+  const { inline, size } = await tarballToSend(tgz);
   const header: RunnerRequest = {
     v: RUNNER_PROTOCOL_VERSION,
     kind: req.kind,
@@ -193,174 +161,29 @@ async function callRunner(opts: RunnerClientOptions & { socketPath: string }, de
     size,
     ...(req.gitCreds ? { gitCreds: credsHeader(req.gitCreds) } : {}),
   };
-  const socket = net.createConnection(opts.socketPath);
-  // Started while the runner works: ready by the time its answer comes.
-  decoder.warm();
-  const answerMax = answerFrameMax(opts.outputBytes);
-  const reader = new FrameReader(type =>
-    type === FrameType.ANSWER ? answerMax : type === FrameType.CREDS && req.gitCreds ? CREDS_FRAME_MAX : type === FrameType.BUSY ? BUSY_FRAME_MAX : undefined,
-  );
-  const grace = cancelGraceMs(opts);
-  const budget = answerBudget(opts, ctx.deadline);
+  const { socketPath, outputBytes, maxPaths } = opts;
+  const tgzPath = typeof tgz === 'string' ? tgz : '';
+  return new RunnerCall({ socketPath, outputBytes, maxPaths, decoder, req, ctx, sink, header, inline, tgzPath, graceMs: cancelGraceMs(opts), budget: answerBudget(opts, ctx.deadline) }).run();
+}
 
-  return new Promise<EncodedResult>((resolve, reject) => {
-    let settled = false;
-    /** The whole answer frame has come: the connection's end and any later bytes do not matter. */
-    let answered = false;
-    let graceTimer: NodeJS.Timeout | undefined;
-    let arrivalTimer: NodeJS.Timeout | undefined;
-    const finish = (err: Error | undefined, result?: EncodedResult) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(graceTimer);
-      clearTimeout(budgetTimer);
-      clearTimeout(arrivalTimer);
-      ctx.signal.removeEventListener('abort', onAbort);
-      socket.destroy();
-      if (err) reject(err);
-      else resolve(result!);
-    };
-    // The job's abort: the runner kills the run's process group and answers; it gets a grace.
-    const onAbort = () => {
-      const reason: CancelReason = (ctx.signal.reason as CmpError | undefined)?.code === Status.DEADLINE_EXCEEDED ? 'deadline' : 'canceled';
-      if (socket.writable) socket.write(encodeFrame(FrameType.CANCEL, JSON.stringify({ reason })));
-      graceTimer = setTimeout(() => finish(ctx.signal.reason as Error), grace);
-    };
-    const infra = (what: string) => finish(ctx.signal.aborted ? (ctx.signal.reason as Error) : new InfraError(`cmp-offload: runner at ${opts.socketPath}: ${what}`));
-    const invalid = (what: string) => finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} gave an invalid answer: ${what}`));
-    // A runner that accepted and went silent (or wedged) does not hold the job until its lock is lost.
-    const budgetTimer =
-      budget && budget.ms < 2 ** 31
-        ? setTimeout(() => infra(`no answer within ${formatGoDuration(budget.ms)} (${budget.why}): hung up`), budget.ms)
-        : undefined;
-
-    let connected = false;
-    socket.on('connect', () => {
-      connected = true;
-      const head = encodeFrame(FrameType.HEADER, JSON.stringify(header));
-      socket.write(inline?.length ? Buffer.concat([head, encodeFrame(FrameType.DATA, inline)]) : head);
-      if (ctx.signal.aborted) onAbort();
-      else ctx.signal.addEventListener('abort', onAbort, { once: true });
-      if (inline) return;
-      sendTarball(socket, tgzPath).catch(err => {
-        if (!settled && !socket.destroyed) infra(`sending the tarball failed: ${messageOf(err)}`);
-      });
-    });
-    /** git asked the run's askpass (CREDS): answer from the job's relay, whatever the outcome. */
-    const onCreds = (payload: Buffer) => {
-      const id = parseCredsId(payload);
-      if (id === undefined) throw new ProtocolError('a credentials question without an id');
-      void req.gitCreds!.credentials().then(
-        c => ({ id, ok: true as const, username: c.username, password: c.password }),
-        (err: unknown) =>
-          err instanceof AskpassError ? { id, ok: false as const, code: err.code, message: err.details } : { id, ok: false as const, code: Status.UNAVAILABLE, message: messageOf(err) },
-      ).then((a: CredsAnswer) => {
-        if (!settled && socket.writable) socket.write(encodeFrame(FrameType.CREDS_ANSWER, JSON.stringify(a)));
-      });
-    };
-    socket.on('data', (chunk: Buffer) => {
-      if (settled || answered) return;
-      // The runner writes its answer in one go: one that trickles is hung up on.
-      arrivalTimer ??= setTimeout(() => infra(`the answer did not arrive within ${formatGoDuration(grace)} of its first byte`), grace);
-      let frame;
-      try {
-        reader.push(chunk);
-        // Credentials questions come whole, before the answer: each stops the answer's clock.
-        for (frame = reader.next(); frame?.type === FrameType.CREDS; frame = reader.next()) {
-          clearTimeout(arrivalTimer);
-          arrivalTimer = undefined;
-          onCreds(frame.payload);
-        }
-      } catch (err) {
-        return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: ${(err as Error).message}`));
-      }
-      if (!frame) return;
-      if (frame.type === FrameType.BUSY) {
-        // Not plugin output, and nothing ran: the job goes back to the queue (see the processor).
-        return finish(ctx.signal.aborted ? (ctx.signal.reason as Error) : new RunnerBusy(`cmp-offload: runner at ${opts.socketPath} is running another request`));
-      }
-      if (reader.pending() > 0) {
-        return finish(new InfraError(`cmp-offload: runner at ${opts.socketPath} broke the protocol: more than one answer`));
-      }
-      answered = true;
-      clearTimeout(budgetTimer);
-      clearTimeout(arrivalTimer);
-      socket.pause();
-      const bounds = { kind: req.kind, readsAsked: sink !== undefined, maxPaths: opts.maxPaths, maxManifests: opts.outputBytes };
-      decoder.decode(frame.payload, bounds).then(
-        a => {
-          if (settled) return;
-          // The runner's stage timings and command failures feed the worker's log line and metrics.
-          const trace = currentTrace();
-          for (const [stage, ms] of a.stages) trace ? trace.addStage(stage, ms) : observeStage(stage, ms);
-          // Tracing: the runner's stages become spans of this job (its clock is this pod's).
-          if (trace?.stageSpans) {
-            for (const [name, startMs, endMs, command, step] of a.spans) {
-              const attributes = command ? { 'cmp.command': command, ...(step ? { 'cmp.step': step } : {}) } : undefined;
-              trace.stageSpans.push({ name, startMs, endMs, ...(attributes ? { attributes } : {}) });
-            }
-          }
-          if (!a.ok) {
-            if (COMMAND_FAILED.test(a.message)) noteExecFailure(a.message, ctx.signal.aborted, a.code === Status.RESOURCE_EXHAUSTED);
-            return finish(new CmpError(a.message, a.code));
-          }
-          if (sink) sink.reads = a.reads;
-          finish(undefined, a.result);
-        },
-        (err: unknown) => invalid(err instanceof ProtocolError ? err.message : 'it could not be decoded'),
-      );
-    });
-    socket.on('error', err => {
-      if (answered) return;
-      const what = `connection failed: ${(err as NodeJS.ErrnoException).code ?? err.message}`;
-      // Nothing reached the runner: the run never started (the job goes back to the queue, see the processor).
-      if (!connected && !ctx.signal.aborted) return finish(new RunnerUnreachable(`cmp-offload: runner at ${opts.socketPath}: ${what}`));
-      infra(what);
-    });
-    socket.on('close', () => {
-      if (!answered) infra('the connection closed before an answer (runner stopped or crashed?)');
-    });
-  });
+/**
+ * A small tarball (the common case) goes with the header in one write: no file stream, one
+ * wake-up of the runner; the job may have carried it (no file at all). A larger one streams
+ * in DATA frames.
+ */
+async function tarballToSend(tgz: string | Buffer): Promise<{ inline: Buffer | undefined; size: number }> {
+  if (typeof tgz !== 'string') {
+    if (tgz.length > DATA_FRAME_SEND) throw new InfraError(`cmp-offload: an inline tarball of ${tgz.length} bytes exceeds ${DATA_FRAME_SEND}`);
+    return { inline: tgz, size: tgz.length };
+  }
+  const stat = await fs.promises.stat(tgz);
+  const inline = stat.size <= DATA_FRAME_SEND ? await fs.promises.readFile(tgz) : undefined;
+  return { inline, size: inline?.length ?? stat.size };
 }
 
 /** The header's part for a git credentials request: the nonce and the file contents the run needs before it starts. */
 function credsHeader(g: GitCredsSource): NonNullable<RunnerRequest['gitCreds']> {
   return { ...(g.nonce !== undefined ? { nonce: g.nonce } : {}), files: [...g.files].map(([file, data]) => [file, data.toString('base64')]) };
-}
-
-function parseCredsId(payload: Buffer): number | undefined {
-  try {
-    const id = (JSON.parse(payload.toString('utf8')) as { id?: unknown } | null)?.id;
-    return Number.isSafeInteger(id) ? (id as number) : undefined;
-  } catch {
-    return undefined; // not JSON: no id, which the caller refuses
-  }
-}
-
-/** How a plugin command's failure reads (go-exec-errors): `` `argv` failed … ``. */
-const COMMAND_FAILED = /` failed /;
-
-/** The tarball in DATA frames, waiting for the socket to drain as it goes. */
-async function sendTarball(socket: net.Socket, tgzPath: string): Promise<void> {
-  const file = fs.createReadStream(tgzPath, { highWaterMark: DATA_FRAME_SEND });
-  try {
-    for await (const chunk of file) {
-      if (socket.destroyed) return;
-      if (!socket.write(encodeFrame(FrameType.DATA, chunk as Buffer))) {
-        await new Promise<void>(resolve => {
-          const done = () => {
-            socket.off('drain', done);
-            socket.off('close', done);
-            resolve();
-          };
-          socket.on('drain', done);
-          socket.on('close', done);
-        });
-      }
-    }
-  } finally {
-    file.destroy();
-  }
 }
 
 /** Readiness: whether the runner's socket accepts a connection within `timeoutMs`. */

@@ -92,17 +92,7 @@ export class JobSubmission {
     const { kind } = req;
     const { ro, pluginName } = this.d;
     const step = <T>(p: Promise<T>) => guard(ro, kind, ctx, p);
-    // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
-    if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
-    // A small tarball goes inside the job: no blob to upload, none for the worker to fetch. Only
-    // in a first submission: a later one (its blob was found lost: a worker that predates inline
-    // tarballs looked for one) uploads it. Either is the request's `upload` stage.
-    const inline = repo.size <= INLINE_TARBALL_BYTES && submission === 1;
-    const tgz = await timeStage('upload', async () => {
-      if (inline) return Buffer.from(repo.bytes ?? (await fs.readFile(await repo.file())));
-      await step(this.upload(repo));
-      return undefined;
-    }, undefined, ctx);
+    const tgz = await this.uploadStage(repo, submission, ctx, step);
     const queue = await step(this.d.queue());
     const depth = await step(queue.count());
     if (depth >= ro.maxQueueDepth) {
@@ -127,34 +117,12 @@ export class JobSubmission {
     const leave = (): Promise<number> => (left ??= leaveWaiters(this.d.redis, waitersKey, resultId).catch(() => 0));
     let unregister: (() => void) | undefined;
     try {
-      const enqueuedAt = Date.now();
-      const request = {
-        kind,
-        plugin: pluginName,
-        specDigest: this.d.specDigest,
-        appRelPath: req.appRelPath,
-        env: req.env,
-        blob: repo.checksum,
-        size: repo.size,
-      };
-      const expiresAt = ctx.deadline ?? enqueuedAt + NO_DEADLINE_WAIT_MS;
-      const data = signJob(this.d.signingKey, {
-        ...request,
-        cacheKey: key ?? null,
-        resultId,
-        waitId,
-        deadline: ctx.deadline ?? null,
-        enqueuedAt,
-        expiresAt,
-        ...traceparentOfRequest(ctx),
-        ...(creds ? { gitCreds: true as const } : {}),
-        ...(tgz ? { tgz: tgz.toString('base64') } : {}),
-      });
-      if (creds) unregister = this.d.gitCreds!.register(resultId, creds, expiresAt);
+      const job = this.signedJob(req, repo, key, ctx, { resultId, waitId, gitCreds: creds !== undefined, tgz });
+      if (creds) unregister = this.d.gitCreds!.register(resultId, creds, job.expiresAt);
       // With deduplication (cached requests) `add` may return the identical job of another caller.
-      const job = await step(queue.add(kind, data, { ...this.jobOptions(creds ? undefined : key), jobId: resultId }));
-      const jobId = job.id!;
-      const answer: Answer = key !== undefined ? { jobId, binding: key, key } : { jobId, binding: resultId, resultId, digest: requestDigest(request) };
+      const added = await step(queue.add(kind, job.data, { ...this.jobOptions(creds ? undefined : key), jobId: resultId }));
+      const jobId = added.id!;
+      const answer: Answer = key !== undefined ? { jobId, binding: key, key } : { jobId, binding: resultId, resultId, digest: requestDigest(job.request) };
       const waiting = this.d.waiter.wait(jobId);
       const end = await timeStage('remote', () => raceAbort(waiting.done, ctx.signal), undefined, ctx);
       if (end === 'aborted') {
@@ -168,6 +136,51 @@ export class JobSubmission {
       unregister?.();
       await leave();
     }
+  }
+
+  /**
+   * The request's `upload` stage. A small tarball goes inside the job (returned here): no blob to
+   * upload, none for the worker to fetch. Only in a first submission: a later one (its blob was
+   * found lost: a worker that predates inline tarballs looked for one) uploads it.
+   */
+  private async uploadStage(repo: RepoRef, submission: number, ctx: Ctx, step: <T>(p: Promise<T>) => Promise<T>): Promise<Buffer | undefined> {
+    // Redis refuses strings over proto-max-bulk-len (512 MB by default): say so rather than fail obscurely.
+    if (repo.size > REDIS_MAX_STRING_BYTES) throw ourError('blobTooLarge', repo.size, REDIS_MAX_STRING_BYTES);
+    const inline = repo.size <= INLINE_TARBALL_BYTES && submission === 1;
+    return timeStage('upload', async () => {
+      if (inline) return Buffer.from(repo.bytes ?? (await fs.readFile(await repo.file())));
+      await step(this.upload(repo));
+      return undefined;
+    }, undefined, ctx);
+  }
+
+  /** The signed job of this submission, enqueued now; `request` is what its digest covers. */
+  private signedJob(req: PluginRequest, repo: RepoRef, key: string | undefined, ctx: Ctx, ids: { resultId: string; waitId: string; gitCreds: boolean; tgz: Buffer | undefined }) {
+    const { resultId, waitId, gitCreds, tgz } = ids;
+    const enqueuedAt = Date.now();
+    const request = {
+      kind: req.kind,
+      plugin: this.d.pluginName,
+      specDigest: this.d.specDigest,
+      appRelPath: req.appRelPath,
+      env: req.env,
+      blob: repo.checksum,
+      size: repo.size,
+    };
+    const expiresAt = ctx.deadline ?? enqueuedAt + NO_DEADLINE_WAIT_MS;
+    const data = signJob(this.d.signingKey, {
+      ...request,
+      cacheKey: key ?? null,
+      resultId,
+      waitId,
+      deadline: ctx.deadline ?? null,
+      enqueuedAt,
+      expiresAt,
+      ...traceparentOfRequest(ctx),
+      ...(gitCreds ? { gitCreds: true as const } : {}),
+      ...(tgz ? { tgz: tgz.toString('base64') } : {}),
+    });
+    return { request, data, expiresAt };
   }
 
   private jobOptions(key: string | undefined): JobsOptions {
