@@ -13,7 +13,7 @@ import { shutdownTracing } from '../cmp/observe/tracing.js';
 import { checkRecorder } from '../cmp/trace/tracer-probe.js';
 import type { Dispatcher } from './dispatch/dispatcher.js';
 import { LocalDispatcher } from './dispatch/local-dispatcher.js';
-import { QueueDispatcher } from './dispatch/queue-dispatcher.js';
+import type { QueueDispatcher } from './dispatch/queue-dispatcher.js';
 import { buildGrpcServer, drainGrpcServer } from './grpc-server.js';
 import { IndexMemo } from './ingest/index-memo.js';
 import { SpoolStore } from './ingest/spool-store.js';
@@ -132,8 +132,10 @@ async function startUpLines(log: Started['log'], engine: Started['engine']): Pro
 /** The dispatcher: the local pool (standalone) or the Redis queue (distributed). */
 async function buildDispatcher(log: Started['log'], engine: Started['engine'], pluginName: string, specDigest: string) {
   const { options } = engine;
+  // The queue's modules (BullMQ, ioredis: ~0.2 s of CPU to load) only where they run: not in a
+  // standalone proxy, nor in the ingest processes, which load this module too (runProxy).
   const dispatcher: Dispatcher = options.redis
-    ? new QueueDispatcher({ engine, pluginName, specDigest, log })
+    ? new (await import('./dispatch/queue-dispatcher.js')).QueueDispatcher({ engine, pluginName, specDigest, log })
     : new LocalDispatcher(engine, log);
   // Standalone: find out now whether cmp-reap works, not in the first request's path.
   if (!options.redis) void usableReaper();
@@ -141,7 +143,7 @@ async function buildDispatcher(log: Started['log'], engine: Started['engine'], p
   // in the background and said once; 'serving' does not wait for it (it means the socket accepts),
   // and an early traced request waits for the same probe.
   const recorderChecked = options.redis ? undefined : checkRecorder(engine, log);
-  if (dispatcher instanceof QueueDispatcher && !(await dispatcher.waitReady(options.redis!.timeoutMs))) {
+  if (options.redis && !(await (dispatcher as QueueDispatcher).waitReady(options.redis.timeoutMs))) {
     log.warn('Redis is not reachable yet; requests fail with UNAVAILABLE until it is');
   }
   return { dispatcher, recorderChecked };
@@ -206,8 +208,8 @@ function serve(run: ProxyRun): ReturnType<typeof serveOpsInBackground> {
       socketPath,
       listening: () => run.listening,
       ...(ingest ? { metrics: () => ingest.metrics() } : {}),
-      ...(dispatcher instanceof QueueDispatcher
-        ? { redis: { connection: dispatcher.commandConnection, prefix: options.redis!.prefix, queue: pluginName } }
+      ...(options.redis
+        ? { redis: { connection: (dispatcher as QueueDispatcher).commandConnection, prefix: options.redis.prefix, queue: pluginName } }
         : { cache: (dispatcher as LocalDispatcher).cache }),
       ...(options.cache.traced ? { paths: dispatcher.paths, token: options.dashboardToken } : {}),
     }),

@@ -151,8 +151,10 @@ export class QueueDispatcher implements Dispatcher {
     const closing = Promise.allSettled([this.events.close(), this.queue?.then(q => q.close())]);
     await withTimeout(closing, this.ro.timeoutMs, () => new Error('timeout')).catch(() => {}); // timed out: ended below
     this.gitCreds?.close();
-    this.redis.disconnect();
-    this.eventsConnection.disconnect();
+    // A connection already ended (the events one, by BullMQ's close) is left as it is: ioredis's
+    // disconnect() of an ended connection waits for a 'close' its socket has already emitted,
+    // and its 2 s timer for that (disconnectTimeout) kept the stopped proxy alive.
+    for (const c of [this.redis, this.eventsConnection]) if (c.status !== 'end') c.disconnect();
   }
 }
 

@@ -79,8 +79,11 @@ function groupAlive(pgid: number): boolean {
 async function assertTreeDied(marker: string, lateSeconds = 3): Promise<void> {
   const pgid = pgidOf(marker);
   await eventually(() => !groupAlive(pgid), 10_000, `process group ${pgid} to die`);
-  // The grandchild would have written the marker `lateSeconds` after start; wait past that.
-  await new Promise(r => setTimeout(r, lateSeconds * 1000 + 500));
+  // The grandchild would have written the marker `lateSeconds` after it started, which is when
+  // `<marker>.pid` was written (STUBBORN's a moment before): wait past that, with 1.5 s to spare for
+  // a loaded machine, counted from the run's start rather than from the kill.
+  const lateBy = fs.statSync(`${marker}.pid`).mtimeMs + lateSeconds * 1000 + 1_500;
+  await new Promise(r => setTimeout(r, Math.max(0, lateBy - Date.now())));
   assert.equal(fs.existsSync(`${marker}.late`), false, 'a child survived the kill');
 }
 

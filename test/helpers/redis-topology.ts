@@ -86,7 +86,13 @@ async function until(check: () => Promise<boolean>, ms: number, what: string): P
   }
 }
 
-const DATA_ARGS = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'];
+/**
+ * The data nodes' arguments: no persistence, no eviction. A master waits
+ * repl-diskless-sync-delay (5 s by default) for more replicas before a full sync: 0 starts it at
+ * once, so that a replica is in sync in milliseconds rather than after 5 s (at start and after a
+ * restart), with no other change to replication.
+ */
+const DATA_ARGS = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--repl-diskless-sync-delay', '0'];
 
 /**
  * A Redis Cluster of `masters` masters (no replicas; 3 is Redis's minimum), created with

@@ -147,14 +147,22 @@ test("a QueueDispatcher reads events on the connection it made for them, and its
   const clients = async () => Number(/^connected_clients:(\d+)/m.exec(await probe.info('clients'))![1]);
   try {
     const alone = await clients();
+    const timers = () => process.getActiveResourcesInfo().filter(r => r === 'Timeout').length;
+    const timersBefore = timers();
     const dispatcher = dispatcherOn(own.url, 'conns').dispatcher;
     assert.ok(await dispatcher.waitReady(10_000));
     // Its command connection and the events connection, no copy of it.
     assert.equal((await clients()) - alone, 2, 'connections of the dispatcher');
     await dispatcher.close();
+    const closedAt = Date.now();
     for (let end = Date.now() + 5_000; (await clients()) !== alone; await new Promise(r => setTimeout(r, 25))) {
       assert.ok(Date.now() < end, `${(await clients()) - alone} connections left after close`);
     }
+    // Nor a timer that holds the process once they are gone, so that a stopped proxy exits at
+    // once: ioredis's disconnect() of the connection BullMQ's close had ended left its 2 s
+    // disconnectTimeout pending (seen here when the connections end within 1.5 s of the close).
+    while (timers() !== timersBefore && Date.now() - closedAt < 1_500) await new Promise(r => setTimeout(r, 25));
+    assert.equal(timers(), timersBefore, 'timers left after close');
   } finally {
     probe.disconnect();
     await own.stop();

@@ -75,7 +75,7 @@ const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 const selected = (process.env.CMP_FAULT_MATRIX ?? '').split(',').map(s => s.trim()).filter(Boolean);
 
 /** Arguments of the data nodes as redis-topology.ts starts them (to start one again, empty). */
-const DATA_ARGS = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'];
+const DATA_ARGS = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--repl-diskless-sync-delay', '0'];
 
 async function pidOf(port: number): Promise<number> {
   return Number(/^process_id:(\d+)/m.exec(await redisCli(port, 'info', 'server'))![1]);
