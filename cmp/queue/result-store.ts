@@ -2,6 +2,7 @@ import type { RedisClient } from './redis-connection.js';
 import { splitPool } from '../split/split-pool.js';
 import type { PluginResult } from '../plugin/request.js';
 import { gunzipStored, gzipStored } from './gzip-stored.js';
+import { preparedOf } from '../split/prepared.js';
 import { sign, verify } from './signing.js';
 
 const MAGIC = Buffer.from('CMPR1');
@@ -31,8 +32,24 @@ export class EncodedResult {
  * compressed at once (gzipStored).
  */
 export async function encodeResult(signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult): Promise<Buffer> {
-  const payload = await gzipStored(result instanceof EncodedResult ? result.json : Buffer.from(JSON.stringify(result), 'utf8'));
+  const payload = await payloadOf(result);
   return Buffer.concat([MAGIC, sign(signingKey, DOMAIN, [redisKey, binding, payload]), payload]);
+}
+
+/**
+ * The gzip of a result's JSON. A prepared result (prepared.ts) read from an entry reuses that
+ * entry's payload; one split here has its JSON written in a thread from its encoding: neither
+ * becomes strings on this loop.
+ */
+async function payloadOf(result: PluginResult | EncodedResult): Promise<Buffer> {
+  if (result instanceof EncodedResult) return gzipStored(result.json);
+  const prepared = preparedOf(result);
+  if (prepared?.storedJson) return prepared.storedJson;
+  if (prepared) {
+    const manifests = await splitPool.manifestsJson(prepared);
+    return gzipStored(Buffer.concat([Buffer.from('{"kind":"generate","manifests":'), manifests, Buffer.from('}')]));
+  }
+  return gzipStored(Buffer.from(JSON.stringify(result), 'utf8'));
 }
 
 /** Decode a stored result; undefined when it is malformed or its signature does not verify. */
@@ -47,8 +64,9 @@ export async function decodeResult(signingKey: Buffer, redisKey: string, binding
   } catch {
     return undefined; // signed but not gzip: malformed, see above
   }
-  // A large result is parsed, measured and encoded off the loop (a million manifests take seconds).
-  return splitPool.parseResult<PluginResult>(json, parseInline);
+  // A large result is parsed, measured and encoded off the loop (a million manifests take seconds),
+  // and stays encoded (prepared.ts), its payload kept for a copy under another key.
+  return splitPool.parseResult<PluginResult>(json, parseInline, payload);
 }
 
 function parseInline(json: Buffer): PluginResult | undefined {
