@@ -348,7 +348,7 @@ export function createProcessor(deps: ProcessorDeps) {
         await writeReads(deps.redis, signingKey, readsKey, sink.reads ?? { complete: false, reason: 'not recorded' }, resultTtlMs);
       }
       await writeResult(deps.redis, signingKey, key, resultBinding, result, data.cacheKey !== null ? ttlMs : resultTtlMs);
-      if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(result instanceof EncodedResult ? result.manifestBytes : resultBytes(result));
+      if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(result instanceof EncodedResult ? 0 : resultBytes(result));
       return { key };
     } finally {
       signal?.removeEventListener('abort', onAbort);

@@ -10,6 +10,7 @@ import type { GitCredsSource, PluginRequest } from '../cmp/plugin/request.js';
 import { currentTrace, noteExecFailure } from '../cmp/observe/request-trace.js';
 import { observeStage } from '../cmp/observe/metrics.js';
 import type { EncodedResult } from '../cmp/queue/result-store.js';
+import type { PreparedResult } from '../cmp/split/prepared.js';
 import { InfraError, RunnerBusy, RunnerUnreachable, type Execute } from './processor.js';
 import { AnswerDecoder, decoderHeapMb } from './answer-decoder.js';
 import { AskpassError } from '../cmp/askpass/askpass-error.js';
@@ -167,7 +168,7 @@ export class RunnerPool {
   }
 }
 
-async function callRunner(opts: RunnerClientOptions & { socketPath: string }, decoder: AnswerDecoder, req: PluginRequest, tgz: string | Buffer, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
+async function callRunner(opts: RunnerClientOptions & { socketPath: string }, decoder: AnswerDecoder, req: PluginRequest, tgz: string | Buffer, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult | PreparedResult> {
   // A small tarball (the common case) goes with the header in one write: no file stream, one
   // wake-up of the runner; the job may have carried it (no file at all). A larger one streams
   // in DATA frames.
@@ -203,13 +204,13 @@ async function callRunner(opts: RunnerClientOptions & { socketPath: string }, de
   const grace = cancelGraceMs(opts);
   const budget = answerBudget(opts, ctx.deadline);
 
-  return new Promise<EncodedResult>((resolve, reject) => {
+  return new Promise<EncodedResult | PreparedResult>((resolve, reject) => {
     let settled = false;
     /** The whole answer frame has come: the connection's end and any later bytes do not matter. */
     let answered = false;
     let graceTimer: NodeJS.Timeout | undefined;
     let arrivalTimer: NodeJS.Timeout | undefined;
-    const finish = (err: Error | undefined, result?: EncodedResult) => {
+    const finish = (err: Error | undefined, result?: EncodedResult | PreparedResult) => {
       if (settled) return;
       settled = true;
       clearTimeout(graceTimer);

@@ -87,7 +87,7 @@ function approximateSize(value: PluginResult): number {
   if (value.kind === 'generate') {
     // Prepared off the loop: the encoding is all it holds (no strings), and no pass over them here.
     const prepared = preparedOf(value);
-    if (prepared) return prepared.encoded.length + (prepared.storedJson?.length ?? 0) + 64;
+    if (prepared) return prepared.encoded.length + (prepared.stored?.length ?? 0) + 64;
     return value.manifests.reduce((n, m) => n + m.length * 2 + 16, 64);
   }
   return JSON.stringify(value).length * 2;

@@ -85,16 +85,15 @@ class ManifestThreads {
   /**
    * A stored result's JSON (a generate result's manifests checked to be strings): parsed off the
    * loop when it is not small (the buffer is taken over, as by split), a generate result coming
-   * back prepared, with `storedJson` (the entry's gzip of this JSON) kept in it. Undefined when
-   * it is not a result.
+   * back prepared. Undefined when it is not a result.
    */
-  async parseResult<R extends { kind: string }>(json: Buffer, parseInline: (json: Buffer) => R | undefined, storedJson?: Buffer): Promise<R | PreparedResult | undefined> {
+  async parseResult<R extends { kind: string }>(json: Buffer, parseInline: (json: Buffer) => R | undefined): Promise<R | PreparedResult | undefined> {
     if (json.length <= INLINE_SPLIT_BYTES) return parseInline(json);
     // JSON.parse holds about its input in strings and arrays, once, plus the encoding.
     const heap = Math.ceil((4 * json.length) / MiB) + 64;
     try {
       const r = await this.run({ id: this.nextId++, op: 'json', json: ownBuffer(json) }, heap);
-      return 'other' in r ? (r.other as R) : preparedResult({ ...(r as Prepared), ...(storedJson ? { storedJson } : {}) });
+      return 'other' in r ? (r.other as R) : preparedResult(r as Prepared);
     } catch {
       return undefined; // the thread failed (out of heap…): not a result, as above
     }
