@@ -60,7 +60,7 @@ function* manifestRanges(encoded: Buffer): Generator<[number, number]> {
 
 /**
  * The count and bytes of the manifests of a ManifestResponse as ResponseEncoder writes it (field 1
- * only, each non-empty); undefined for anything else. No strings made. Their text is UTF-8 from
+ * only); undefined for anything else. No strings made. Their text is UTF-8 from
  * the encoder (what reaches here is signed by our own services, result-store.ts).
  */
 export function manifestsSummary(encoded: Buffer): { count: number; bytes: number } | undefined {
@@ -77,7 +77,7 @@ export function manifestsSummary(encoded: Buffer): { count: number; bytes: numbe
       len += (b & 0x7f) * shift;
       if (b < 0x80) break;
     }
-    if (len === 0 || at + len > encoded.length) return undefined;
+    if (at + len > encoded.length) return undefined;
     at += len;
     bytes += len;
     count++;

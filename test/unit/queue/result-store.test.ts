@@ -37,7 +37,7 @@ test('a generate result is stored as its ManifestResponse and read back prepared
   assert.equal(await decodeResult(KEY, 'k', 'req', Buffer.concat([Buffer.from('CMPM1'), old.subarray(5)])), undefined);
   assert.equal(await decodeResult(KEY, 'k', 'req', Buffer.concat([Buffer.from('CMPR1'), stored.subarray(5)])), undefined);
   // Signed but not a ManifestResponse of manifests: refused.
-  for (const body of [Buffer.from([0x12, 0x01, 0x41]), Buffer.from([0x0a, 0x05, 0x41]), Buffer.from([0x0a, 0x00])]) {
+  for (const body of [Buffer.from([0x12, 0x01, 0x41]), Buffer.from([0x0a, 0x05, 0x41]), Buffer.from([0x0a, 0x80])]) {
     const gz = zlib.gzipSync(body);
     const bad = Buffer.concat([Buffer.from('CMPM1'), sign(KEY, 'cmp-offload/result-manifests/v1', ['k', 'req', gz]), gz]);
     assert.equal(await decodeResult(KEY, 'k', 'req', bad), undefined);
