@@ -34,8 +34,8 @@ const CMP_SERVICE = {
   generateManifest: {
     ...generated.generateManifest,
     requestDeserialize: decodeAppStreamRequest,
-    // Manifests prepared off the loop (a split or result thread) carry their encoding already.
-    responseSerialize: (r: ManifestResponse) => preparedOf(r.manifests)?.encoded ?? generated.generateManifest.responseSerialize(r),
+    // A result prepared off the loop (a split or result thread) is sent as its encoding (toResponse keeps it).
+    responseSerialize: (r: ManifestResponse) => preparedOf(r)?.encoded ?? generated.generateManifest.responseSerialize(r),
   },
   matchRepository: { ...generated.matchRepository, requestDeserialize: decodeAppStreamRequest },
   getParametersAnnouncement: { ...generated.getParametersAnnouncement, requestDeserialize: decodeAppStreamRequest },
@@ -54,10 +54,15 @@ export function buildGrpcServer(deps: StreamingRpcDeps): grpc.Server {
   });
   const config = deps.engine.config;
   server.addService(CMP_SERVICE, {
-    generateManifest: streamingRpc<ManifestResponse>(deps, 'generate', r => ({
-      manifests: (r as Extract<PluginResult, { kind: 'generate' }>).manifests,
-      sourceType: '',
-    })),
+    // A prepared result goes to responseSerialize as it is: reading its manifests would decode them.
+    generateManifest: streamingRpc<ManifestResponse>(deps, 'generate', r =>
+      preparedOf(r)
+        ? (r as unknown as ManifestResponse)
+        : {
+            manifests: (r as Extract<PluginResult, { kind: 'generate' }>).manifests,
+            sourceType: '',
+          },
+    ),
     matchRepository: streamingRpc<RepositoryResponse>(deps, 'match', r => {
       const m = r as Extract<PluginResult, { kind: 'match' }>;
       return { isSupported: m.isSupported, isDiscoveryEnabled: m.isDiscoveryEnabled };

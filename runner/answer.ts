@@ -3,6 +3,7 @@ import type { ParameterAnnouncement } from '../proto/generated/reposerver/reposi
 import type { PluginResult, RpcKind } from '../cmp/plugin/request.js';
 import type { RecordedReads } from '../cmp/trace/read-recorder.js';
 import { STAGES, type Stage } from '../cmp/observe/stages.js';
+import { ResponseEncoder } from '../cmp/split/prepared.js';
 import { ProtocolError, READ_PATH_MAX_BYTES, RUNNER_PROTOCOL_VERSION } from './protocol.js';
 
 // Runs in the answer decoder's thread (answer-thread.ts): imports nothing heavy, types aside.
@@ -14,12 +15,13 @@ export type CheckedAnswer = { stages: [Stage, number][]; spans: RunnerSpan[] } &
 );
 
 /**
- * A checked answer as the decoder hands it back: a result as its JSON bytes, re-encoded from the
- * checked value; or why it was refused (our words only: JSON.parse's own messages quote the input).
+ * A checked answer as the decoder hands it back: a generate result as its ManifestResponse
+ * protobuf (prepared.ts: how it is stored and sent), another as its JSON bytes, re-encoded from
+ * the checked value; or why it was refused (our words only: JSON.parse's own messages quote the input).
  */
 export type EncodedAnswer =
   | ({ stages: [Stage, number][]; spans: RunnerSpan[] } & (
-      | { ok: true; json: Uint8Array; manifestBytes: number; reads: RecordedReads | undefined }
+      | ({ ok: true; reads: RecordedReads | undefined } & ({ json: Uint8Array } | { encoded: Uint8Array; manifestBytes: number; count: number }))
       | { ok: false; code: Status; message: string }
     ))
   | { refused: string };
@@ -29,10 +31,12 @@ export function encodeAnswer(payload: Buffer, bounds: AnswerBounds): EncodedAnsw
   try {
     const a = checkAnswer(payload, bounds);
     if (!a.ok) return a;
-    const json = new TextEncoder().encode(JSON.stringify(a.result));
-    let manifestBytes = 0;
-    if (a.result.kind === 'generate') for (const m of a.result.manifests) manifestBytes += Buffer.byteLength(m);
-    return { ok: true, json, manifestBytes, reads: a.reads, stages: a.stages, spans: a.spans };
+    const { reads, stages, spans } = a;
+    if (a.result.kind !== 'generate') return { ok: true, json: new TextEncoder().encode(JSON.stringify(a.result)), reads, stages, spans };
+    const encoder = new ResponseEncoder();
+    for (const m of a.result.manifests) encoder.add(m);
+    const encoded = new Uint8Array(encoder.finish());
+    return { ok: true, encoded, manifestBytes: encoder.bytes, count: encoder.count, reads, stages, spans };
   } catch (err) {
     return { refused: err instanceof ProtocolError ? err.message : `the answer could not be decoded (${(err as Error).name})` };
   }

@@ -6,6 +6,8 @@ import { canceled, codeOf, deadlineExceeded, messageOf, ourError } from '../cmp/
 import { logFailed, type Logger } from '../cmp/log.js';
 import { executeRequest, type Engine, type ReadSink } from '../cmp/plugin/execute.js';
 import type { PluginRequest } from '../cmp/plugin/request.js';
+import { preparedOf } from '../cmp/split/prepared.js';
+import { splitPool } from '../cmp/split/split-pool.js';
 import { RequestTrace, withTrace } from '../cmp/observe/request-trace.js';
 import { AskpassError, type GitCredentials } from '../cmp/askpass/askpass-error.js';
 import { Status } from '../cmp/grpc-status.js';
@@ -217,11 +219,16 @@ export class RunnerConnection {
     // A handful of timings per run, sent for the worker's tracing (the runner exports nothing itself).
     trace.stageSpans = [];
     let answer: RunnerAnswer;
+    let manifestsJson: Buffer | undefined;
     try {
       const ctx = { signal: this.ac.signal, deadline: undefined };
       const result = await withTrace(trace, () => executeRequest(this.deps.engine, req, this.tgzPath, ctx, sink));
+      // A result split in a thread is its encoding (prepared.ts): its JSON is written there too.
+      const prepared = preparedOf(result);
+      if (prepared) manifestsJson = await splitPool.manifestsJson(prepared);
       answer = { v: RUNNER_PROTOCOL_VERSION, ok: true, result, ...(sink?.reads ? { reads: sink.reads } : {}) };
     } catch (err) {
+      manifestsJson = undefined;
       answer = failure(err);
     }
     answer.stages = trace.stagesMs;
@@ -230,7 +237,7 @@ export class RunnerConnection {
     answer.spans = trace.stageSpans.map(sp => [sp.name, sp.startMs, sp.endMs, sp.attributes?.['cmp.command'] ?? '', sp.attributes?.['cmp.step'] ?? '']);
     // The tarball goes before the answer: once the worker has it, nothing of this request is on disk.
     await this.removeTarball();
-    this.answer(answer);
+    this.answer(answer, manifestsJson);
     // Isolation: nothing of the run stays alive or on disk for the next one. In the same tick as the
     // answer, so that the worker's next request waits for the sweep rather than finding us busy;
     // still `running` meanwhile, so that a hang-up does not end the request (and a shutdown) early.
@@ -239,12 +246,13 @@ export class RunnerConnection {
     await this.cleanUp();
   }
 
-  private answer(a: RunnerAnswer): void {
+  /** `manifestsJson`: the JSON of a generate result's manifests, spliced in for its result. */
+  private answer(a: RunnerAnswer, manifestsJson?: Buffer): void {
     if (!this.done && !this.socket.destroyed) {
       this.done = true;
       try {
         // Half-close: the worker hangs up once it has the answer; unread bytes are drained.
-        this.socket.end(encodeFrame(FrameType.ANSWER, JSON.stringify(a)));
+        this.socket.end(encodeFrame(FrameType.ANSWER, manifestsJson ? withManifests(a, manifestsJson) : JSON.stringify(a)));
         this.socket.resume();
       } catch (err) {
         this.deps.log.error({ err: messageOf(err) }, 'runner answer could not be encoded');
@@ -311,4 +319,12 @@ function validGitCreds(g: unknown): boolean {
     Array.isArray(files) &&
     files.every(f => Array.isArray(f) && f.length === 2 && typeof f[0] === 'string' && typeof f[1] === 'string')
   );
+}
+
+/** The answer's JSON with its result written as a generate result of these manifests (their JSON): never as strings here. */
+function withManifests(a: RunnerAnswer, manifestsJson: Buffer): Buffer {
+  const rest: Record<string, unknown> = { ...a };
+  delete rest.result;
+  // `rest` holds v and ok at least: its JSON without the opening brace follows the result.
+  return Buffer.concat([Buffer.from('{"result":{"kind":"generate","manifests":'), manifestsJson, Buffer.from('},'), Buffer.from(JSON.stringify(rest).slice(1))]);
 }

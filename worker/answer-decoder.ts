@@ -2,6 +2,7 @@ import type { Worker } from 'node:worker_threads';
 import type { Status } from '../cmp/grpc-status.js';
 import type { Stage } from '../cmp/observe/stages.js';
 import { EncodedResult } from '../cmp/queue/result-store.js';
+import { preparedResult, type PreparedResult } from '../cmp/split/prepared.js';
 import { startModuleThread } from '../cmp/thread.js';
 import type { RecordedReads } from '../cmp/trace/read-recorder.js';
 import { encodeAnswer, type AnswerBounds, type EncodedAnswer, type RunnerSpan } from '../runner/answer.js';
@@ -14,12 +15,15 @@ export interface DecodeJob {
   bounds: AnswerBounds;
 }
 
-/** What the thread answers: the checked answer, a result as its JSON bytes; or the refusal. */
+/** What the thread answers: the checked answer, a result as its encoding; or the refusal. */
 export type DecodeReply = { id: number } & EncodedAnswer;
 
-/** A checked answer on the worker's side: a result arrives in its stored form (EncodedResult). */
+/**
+ * A checked answer on the worker's side: a result arrives in its stored form, a generate one
+ * prepared (its ManifestResponse, prepared.ts), another as its JSON (EncodedResult).
+ */
 export type DecodedAnswer = { stages: [Stage, number][]; spans: RunnerSpan[] } & (
-  | { ok: true; result: EncodedResult; reads: RecordedReads | undefined }
+  | { ok: true; result: EncodedResult | PreparedResult; reads: RecordedReads | undefined }
   | { ok: false; code: Status; message: string }
 );
 
@@ -42,7 +46,7 @@ export function decoderHeapMb(frameMax: number): number {
  * answerFrameMax bytes), and a JSON.parse of that on the loop could block it for seconds and
  * stall lock renewals and /healthz. One thread, started on first use and kept (unref'd) while
  * idle, with a bounded heap, checks answers one at a time (checkAnswer) and hands back a
- * result as its JSON bytes: the payload goes in and the result comes out by transfer, so the
+ * result as its encoding: the payload goes in and the result comes out by transfer, so the
  * loop never parses, copies or stringifies them. An answer of up to INLINE_DECODE_BYTES is
  * checked the same way on the loop. Rejects with ProtocolError only.
  */
@@ -116,6 +120,8 @@ export class AnswerDecoder {
 function decoded(a: EncodedAnswer): DecodedAnswer {
   if ('refused' in a) throw new ProtocolError(a.refused);
   if (!a.ok) return { ok: false, code: a.code, message: a.message, stages: a.stages, spans: a.spans };
-  const json = Buffer.from(a.json.buffer, a.json.byteOffset, a.json.byteLength);
-  return { ok: true, result: new EncodedResult(json, a.manifestBytes), reads: a.reads, stages: a.stages, spans: a.spans };
+  const bytes = 'json' in a ? a.json : a.encoded;
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const result = 'json' in a ? new EncodedResult(buf) : preparedResult({ bytes: a.manifestBytes, count: a.count, encoded: buf });
+  return { ok: true, result, reads: a.reads, stages: a.stages, spans: a.spans };
 }

@@ -342,7 +342,7 @@ class JobSteps {
       await writeReads(redis, signingKey, readsKey, sink.reads ?? { complete: false, reason: 'not recorded' }, this.resultTtlMs);
     }
     await writeResult(redis, signingKey, place.key, place.binding, result, data.cacheKey !== null ? this.ttlMs : this.resultTtlMs);
-    if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(result instanceof EncodedResult ? result.manifestBytes : resultBytes(result));
+    if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(result instanceof EncodedResult ? 0 : resultBytes(result));
   }
 
   /**

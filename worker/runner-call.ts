@@ -9,6 +9,7 @@ import type { PluginRequest } from '../cmp/plugin/request.js';
 import { currentTrace, noteExecFailure } from '../cmp/observe/request-trace.js';
 import { observeStage } from '../cmp/observe/metrics.js';
 import type { EncodedResult } from '../cmp/queue/result-store.js';
+import type { PreparedResult } from '../cmp/split/prepared.js';
 import { InfraError, RunnerBusy, RunnerUnreachable } from './processor.js';
 import type { AnswerDecoder, DecodedAnswer } from './answer-decoder.js';
 import { AskpassError } from '../cmp/askpass/askpass-error.js';
@@ -57,7 +58,7 @@ export class RunnerCall {
   private readonly c: RunnerCallInput;
   private readonly socket: net.Socket;
   private readonly reader: FrameReader;
-  private resolve: (result: EncodedResult) => void = () => {};
+  private resolve: (result: EncodedResult | PreparedResult) => void = () => {};
   private reject: (err: Error) => void = () => {};
   private settled = false;
   /** The whole answer frame has come: the connection's end and any later bytes do not matter. */
@@ -79,8 +80,8 @@ export class RunnerCall {
     );
   }
 
-  run(): Promise<EncodedResult> {
-    return new Promise<EncodedResult>((resolve, reject) => {
+  run(): Promise<EncodedResult | PreparedResult> {
+    return new Promise<EncodedResult | PreparedResult>((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
       const { budget } = this.c;
@@ -97,7 +98,7 @@ export class RunnerCall {
     });
   }
 
-  private finish(err: Error | undefined, result?: EncodedResult): void {
+  private finish(err: Error | undefined, result?: EncodedResult | PreparedResult): void {
     if (this.settled) return;
     this.settled = true;
     clearTimeout(this.graceTimer);

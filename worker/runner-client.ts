@@ -5,6 +5,7 @@ import type { Logger } from '../cmp/log.js';
 import type { ReadSink } from '../cmp/plugin/execute.js';
 import type { GitCredsSource, PluginRequest } from '../cmp/plugin/request.js';
 import type { EncodedResult } from '../cmp/queue/result-store.js';
+import type { PreparedResult } from '../cmp/split/prepared.js';
 import { InfraError, RunnerBusy, type Execute } from './processor.js';
 import { AnswerDecoder, decoderHeapMb } from './answer-decoder.js';
 import { RunnerCall } from './runner-call.js';
@@ -149,7 +150,7 @@ export class RunnerPool {
   }
 }
 
-async function callRunner(opts: RunnerClientOptions & { socketPath: string }, decoder: AnswerDecoder, req: PluginRequest, tgz: string | Buffer, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult> {
+async function callRunner(opts: RunnerClientOptions & { socketPath: string }, decoder: AnswerDecoder, req: PluginRequest, tgz: string | Buffer, ctx: Ctx, sink?: ReadSink): Promise<EncodedResult | PreparedResult> {
   const { inline, size } = await tarballToSend(tgz);
   const header: RunnerRequest = {
     v: RUNNER_PROTOCOL_VERSION,

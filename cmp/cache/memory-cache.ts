@@ -85,9 +85,9 @@ export class MemoryCache extends ByteLru<PluginResult> {
 
 function approximateSize(value: PluginResult): number {
   if (value.kind === 'generate') {
-    // Prepared off the loop: no pass over a million strings here, and the encoding it keeps counts too.
-    const prepared = preparedOf(value.manifests);
-    if (prepared) return 2 * prepared.bytes + 16 * value.manifests.length + prepared.encoded.length + 64;
+    // Prepared off the loop: the encoding is all it holds (no strings), and no pass over them here.
+    const prepared = preparedOf(value);
+    if (prepared) return prepared.encoded.length + (prepared.stored?.length ?? 0) + 64;
     return value.manifests.reduce((n, m) => n + m.length * 2 + 16, 64);
   }
   return JSON.stringify(value).length * 2;

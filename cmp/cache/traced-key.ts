@@ -5,6 +5,7 @@ import type { EnvEntry, PluginResult } from '../plugin/request.js';
 import type { TreeIndex } from '../tar/tree-index.js';
 import type { AppOrigin } from './app-paths.js';
 import { cacheKey, type CacheKeyInput } from './cache-key.js';
+import { preparedOf, someManifestIncludes } from '../split/prepared.js';
 import type { RecordedReads } from '../trace/read-recorder.js';
 import { shapeId, shapeOf, stateDigest, type Shape } from './read-set.js';
 
@@ -45,7 +46,11 @@ export function boundToRevision(result: PluginResult, t: TracedRequest): boolean
   if (t.rule === 'always') return true;
   if (result.kind !== 'generate') return true;
   const values = t.revision.filter(v => v !== '');
-  return values.length > 0 && result.manifests.some(m => values.some(v => m.includes(v)));
+  if (values.length === 0) return false;
+  // A prepared result is searched in its encoding: its manifests are not strings here.
+  const prepared = preparedOf(result);
+  if (prepared) return values.some(v => someManifestIncludes(prepared.encoded, v));
+  return result.manifests.some(m => values.some(v => m.includes(v)));
 }
 
 /** The cache key of the result whose run had `shape`, for the tree and revision of `t`. */

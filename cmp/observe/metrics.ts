@@ -225,9 +225,10 @@ export function metricNames(): string[] {
 
 /** Approximate size of a plugin result (the manifests' text; other results are tiny). */
 export function resultBytes(result: { kind: string; manifests?: string[] }): number {
-  if (result.kind !== 'generate' || !result.manifests) return 0;
-  const prepared = preparedOf(result.manifests);
+  // A prepared result first: reading its manifests would decode them.
+  const prepared = preparedOf(result);
   if (prepared) return prepared.bytes;
+  if (result.kind !== 'generate' || !result.manifests) return 0;
   let n = 0;
   for (const m of result.manifests) n += Buffer.byteLength(m);
   return n;

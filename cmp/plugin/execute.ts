@@ -155,7 +155,7 @@ async function generate(engine: Engine, req: PluginRequest, dir: string, ctx: Ct
   const max = engine.options.maxMessageBytes;
   try {
     const split = () => splitPool.split(out, max, engine.options.limits.outputBytes, ctx.signal);
-    return { kind: 'generate', manifests: await timeStage('split', split, undefined, ctx) };
+    return await timeStage('split', split, undefined, ctx);
   } catch (err) {
     // The answer grpc would refuse to send, refused the same way before its text is built.
     if (err instanceof ManifestsTooLarge) throw sentMessageTooLarge(err.messageBytes, err.maxBytes);

@@ -1,16 +1,17 @@
 import type { Worker } from 'node:worker_threads';
 import { ourError } from '../errors.js';
 import { startModuleThread } from '../thread.js';
-import { prepare } from './prepared.js';
+import { preparedResult, type Prepared, type PreparedResult } from './prepared.js';
 import { ManifestsTooLarge, splitManifests } from './split-manifests.js';
 
 export type ManifestJob =
   | { id: number; op: 'split'; stdout: ArrayBuffer; maxMessageBytes: number }
-  | { id: number; op: 'json'; json: ArrayBuffer };
+  | { id: number; op: 'json'; json: ArrayBuffer }
+  | { id: number; op: 'tojson'; encoded: ArrayBuffer };
 
 export type ManifestReply =
-  | { id: number; end: false; manifests: string[] }
-  | { id: number; end: true; bytes: number; encoded: ArrayBuffer }
+  | { id: number; end: true; bytes: number; count: number; encoded: ArrayBuffer }
+  | { id: number; end: true; json: ArrayBuffer }
   | { id: number; end: true; other: unknown }
   | { id: number; end: true; error: string }
   | { id: number; end: true; tooLarge: [number, number] };
@@ -25,10 +26,11 @@ const MiB = 1024 * 1024;
 const KEEP_IDLE = 2;
 const IDLE_MS = 30_000;
 
+type Done = Prepared | { other: unknown } | { json: Buffer };
+
 interface Pending {
   job: ManifestJob;
-  manifests: string[];
-  resolve: (m: string[] | { other: unknown }) => void;
+  resolve: (d: Done) => void;
   reject: (e: unknown) => void;
   signal: AbortSignal | undefined;
 }
@@ -59,8 +61,8 @@ function ownBuffer(b: Buffer): ArrayBuffer {
 /**
  * Splits generate outputs and parses stored results off the event loop, so that a plugin
  * printing a million tiny documents (seconds of splitting, then of parsing, measuring and
- * encoding) does not hold up every other request this process serves. The manifests come back
- * prepared (prepared.ts). Threads start on demand, one per job in progress, and a few are kept
+ * encoding) does not hold up every other request this process serves. A large answer comes back
+ * as its encoding only (prepared.ts): the loop gets one buffer, never a million strings. Threads start on demand, one per job in progress, and a few are kept
  * (unref'd) while idle; a thread that dies (out of its bounded heap, say) fails its job only.
  */
 class ManifestThreads {
@@ -70,39 +72,50 @@ class ManifestThreads {
   private nextId = 1;
 
   /**
-   * splitManifests(stdout, maxMessageBytes), off the loop when the output is not small. Takes the
-   * buffer over: one that owns its memory is moved to the thread (left empty here), not copied.
+   * The generate result of splitManifests(stdout, maxMessageBytes): off the loop, as a prepared
+   * result (prepared.ts), when the output is not small. Takes the buffer over: one that owns its
+   * memory is moved to the thread (left empty here), not copied.
    */
-  async split(stdout: Buffer, maxMessageBytes: number, maxOutputBytes: number, signal?: AbortSignal): Promise<string[]> {
-    if (stdout.length <= INLINE_SPLIT_BYTES) return splitManifests(stdout, maxMessageBytes);
+  async split(stdout: Buffer, maxMessageBytes: number, maxOutputBytes: number, signal?: AbortSignal): Promise<{ kind: 'generate'; manifests: string[] }> {
+    if (stdout.length <= INLINE_SPLIT_BYTES) return { kind: 'generate', manifests: splitManifests(stdout, maxMessageBytes) };
     const job: ManifestJob = { id: this.nextId++, op: 'split', stdout: ownBuffer(stdout), maxMessageBytes };
-    return (await this.run(job, heapMb(maxMessageBytes, maxOutputBytes), signal)) as string[];
+    return preparedResult((await this.run(job, heapMb(maxMessageBytes, maxOutputBytes), signal)) as Prepared);
   }
 
   /**
    * A stored result's JSON (a generate result's manifests checked to be strings): parsed off the
-   * loop when it is not small (the buffer is taken over, as by split). Undefined when it is not a result.
+   * loop when it is not small (the buffer is taken over, as by split), a generate result coming
+   * back prepared. Undefined when it is not a result.
    */
-  async parseResult<R extends { kind: string }>(json: Buffer, parseInline: (json: Buffer) => R | undefined): Promise<R | undefined> {
+  async parseResult<R extends { kind: string }>(json: Buffer, parseInline: (json: Buffer) => R | undefined): Promise<R | PreparedResult | undefined> {
     if (json.length <= INLINE_SPLIT_BYTES) return parseInline(json);
     // JSON.parse holds about its input in strings and arrays, once, plus the encoding.
     const heap = Math.ceil((4 * json.length) / MiB) + 64;
     try {
       const r = await this.run({ id: this.nextId++, op: 'json', json: ownBuffer(json) }, heap);
-      return Array.isArray(r) ? ({ kind: 'generate', manifests: r } as unknown as R) : ((r as { other: R }).other);
+      return 'other' in r ? (r.other as R) : preparedResult(r as Prepared);
     } catch {
       return undefined; // the thread failed (out of heap…): not a result, as above
     }
   }
 
-  private run(job: ManifestJob, heap: number, signal?: AbortSignal): Promise<string[] | { other: unknown }> {
+  /** The JSON of a prepared result's manifests (a list of strings), written in a thread. */
+  async manifestsJson(p: Prepared): Promise<Buffer> {
+    // The strings of one manifest at a time, and the JSON (at most 6 bytes per byte of text).
+    const heap = Math.ceil((7 * p.encoded.length) / MiB) + 64;
+    const copy = new ArrayBuffer(p.encoded.length);
+    new Uint8Array(copy).set(p.encoded);
+    return ((await this.run({ id: this.nextId++, op: 'tojson', encoded: copy }, heap)) as { json: Buffer }).json;
+  }
+
+  private run(job: ManifestJob, heap: number, signal?: AbortSignal): Promise<Done> {
     return new Promise((resolve, reject) => {
       const worker = this.takeIdle(heap) ?? this.spawn(heap);
-      const p: Pending = { job, manifests: [], resolve, reject, signal };
+      const p: Pending = { job, resolve, reject, signal };
       this.busy.set(worker, p);
       worker.ref();
       try {
-        worker.postMessage(job, [job.op === 'split' ? job.stdout : job.json]);
+        worker.postMessage(job, [job.op === 'split' ? job.stdout : job.op === 'json' ? job.json : job.encoded]);
       } catch (err) {
         // Not sent: the thread is idle again, and the job fails alone.
         this.busy.delete(worker);
@@ -138,10 +151,6 @@ class ManifestThreads {
     worker.on('message', (reply: ManifestReply) => {
       const p = this.busy.get(worker);
       if (!p || p.job.id !== reply.id) return;
-      if (!reply.end) {
-        for (const m of reply.manifests) p.manifests.push(m);
-        return;
-      }
       this.busy.delete(worker);
       worker.unref();
       if (this.idle.length < KEEP_IDLE) this.rest(worker);
@@ -149,7 +158,8 @@ class ManifestThreads {
       if ('tooLarge' in reply) p.reject(new ManifestsTooLarge(...reply.tooLarge));
       else if ('error' in reply) p.reject(new Error(reply.error));
       else if ('other' in reply) p.resolve({ other: reply.other });
-      else p.resolve(prepare(p.manifests, { bytes: reply.bytes, encoded: Buffer.from(reply.encoded) }));
+      else if ('json' in reply) p.resolve({ json: Buffer.from(reply.json) });
+      else p.resolve({ bytes: reply.bytes, count: reply.count, encoded: Buffer.from(reply.encoded) });
     });
     const lost = (err: Error & { code?: string }) => {
       const p = this.busy.get(worker);

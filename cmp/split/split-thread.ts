@@ -1,29 +1,27 @@
 import { parentPort } from 'node:worker_threads';
-import { ResponseEncoder } from './prepared.js';
+import { manifestsJson, ResponseEncoder } from './prepared.js';
 import { ManifestsTooLarge, splitManifests } from './split-manifests.js';
 import type { ManifestJob, ManifestReply } from './split-pool.js';
 
-/** Manifests per message back: each one's deserialisation is a short task on the caller's loop. */
-const BATCH = 4096;
-
 /**
- * A manifest thread (split-pool.ts): one job at a time, a generate command's stdout to split or
- * a stored result's JSON to parse. Manifests go back in batches as they come (this thread never
- * holds all of a large answer's strings), then the end: the ManifestResponse protobuf of them
- * all and their bytes, or the error.
+ * A manifest thread (split-pool.ts): one job at a time, a generate command's stdout to split, a
+ * stored result's JSON to parse, or an encoding to write as JSON. Manifests are encoded as they
+ * come and not kept: what goes back is the ManifestResponse protobuf of them all, their count
+ * and bytes (prepared.ts), or the error; the caller's loop never gets them as strings.
  */
 parentPort!.on('message', (job: ManifestJob) => {
   const { id } = job;
   const send = (reply: ManifestReply, transfer: ArrayBuffer[] = []) => parentPort!.postMessage(reply, transfer);
+  if (job.op === 'tojson') {
+    try {
+      const json = own(manifestsJson(Buffer.from(job.encoded)));
+      return send({ id, end: true, json }, [json]);
+    } catch (err) {
+      return send({ id, end: true, error: err instanceof Error ? err.message : String(err) });
+    }
+  }
   const encoder = new ResponseEncoder();
-  let batch: string[] = [];
-  const emit = (m: string) => {
-    encoder.add(m);
-    batch.push(m);
-    if (batch.length < BATCH) return;
-    send({ id, end: false, manifests: batch });
-    batch = [];
-  };
+  const emit = (m: string) => encoder.add(m);
   try {
     if (job.op === 'split') {
       splitManifests(Buffer.from(job.stdout), job.maxMessageBytes, emit);
@@ -37,11 +35,14 @@ parentPort!.on('message', (job: ManifestJob) => {
     if (err instanceof ManifestsTooLarge) return send({ id, end: true, tooLarge: [err.messageBytes, err.maxBytes] });
     return send({ id, end: true, error: err instanceof Error ? err.message : String(err) });
   }
-  if (batch.length > 0) send({ id, end: false, manifests: batch });
-  const encoded = encoder.finish();
-  const own = new Uint8Array(encoded).buffer;
-  send({ id, end: true, bytes: encoder.bytes, encoded: own }, [own]);
+  const encoded = own(encoder.finish());
+  send({ id, end: true, bytes: encoder.bytes, count: encoder.count, encoded }, [encoded]);
 });
+
+/** A copy of the buffer's bytes to transfer (Node 24 refuses to transfer the memory of some Buffers). */
+function own(b: Buffer): ArrayBuffer {
+  return new Uint8Array(b).buffer;
+}
 
 /** A stored result as decodeResult accepts it: an object with a kind; a generate one with a list of strings. */
 function parseResult(json: Buffer): { kind: string; manifests?: unknown } | undefined {

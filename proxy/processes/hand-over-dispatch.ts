@@ -100,8 +100,9 @@ export class HandOvers {
       .dispatch(msg.req, repo, msg.key, { signal: ctx.signal, deadline: ctx.deadline, trace }, traced)
       .then(
         result => {
-          const prepared = result.kind === 'generate' ? preparedOf(result.manifests) : undefined;
-          return prepared ? { result, prepared } : { result };
+          const prepared = preparedOf(result);
+          // Cloning the result would read (decode) its manifests: the encoding crosses instead.
+          return prepared ? { prepared: { bytes: prepared.bytes, count: prepared.count, encoded: prepared.encoded } } : { result };
         },
         err => ({ error: toWire(err) }),
       )

@@ -54,7 +54,10 @@ export type ToCoordinator =
 
 /** Coordinator → ingest process. */
 export type ToIngest =
-  /** `prepared`: a generate result's encoding made off the coordinator's loop (prepared.ts), sent along. */
+  /**
+   * `prepared`: a generate result made off the coordinator's loop (prepared.ts) crosses as its
+   * encoding alone, without `result`: the ingest process's loop never decodes its manifests.
+   */
   | { t: 'answer'; id: number; result?: PluginResult; prepared?: Prepared; error?: WireError; trace: TracePart }
   /** The coordinator does not hold the traced request's index: send the dispatch again with it. */
   | { t: 'need-index'; id: number }

@@ -6,7 +6,7 @@ import { codeOf } from '../../cmp/errors.js';
 import type { PluginRequest, PluginResult } from '../../cmp/plugin/request.js';
 import type { Dispatcher, RepoRef } from '../dispatch/dispatcher.js';
 import { fromWire, type PathsOp, type ToCoordinator, type ToIngest, type TracedRef, type WireRepo } from './ipc-messages.js';
-import { prepare } from '../../cmp/split/prepared.js';
+import { preparedResult } from '../../cmp/split/prepared.js';
 
 /** Tarballs whose index this process has sent lately (the coordinator asks again if it dropped one). */
 const SENT_INDEXES = 256;
@@ -88,10 +88,9 @@ export class RemoteDispatcher implements Dispatcher {
       p.ctx.trace?.adopt(msg.trace);
       if (msg.error) p.reject(fromWire(msg.error));
       else {
-        const r = msg.result!;
         // IPC copied the encoding as a Uint8Array: the gRPC server sends it as it is.
-        if (r.kind === 'generate' && msg.prepared) prepare(r.manifests, { bytes: msg.prepared.bytes, encoded: Buffer.from(msg.prepared.encoded.buffer, msg.prepared.encoded.byteOffset, msg.prepared.encoded.byteLength) });
-        p.resolve(r);
+        const e = msg.prepared?.encoded;
+        p.resolve(msg.prepared && e ? preparedResult({ bytes: msg.prepared.bytes, count: msg.prepared.count, encoded: Buffer.from(e.buffer, e.byteOffset, e.byteLength) }) : msg.result!);
       }
     } else if (msg.t === 'need-index') {
       const p = this.pending.get(msg.id);

@@ -30,6 +30,8 @@ const ALIASES = 3000;
  * `npm test`. Splitting 300,000 on a request-serving loop blocked it ~4 s, well past the bound.
  */
 const TINY_DOCS = process.env.CMP_SECURITY_FULL === '1' ? 1_000_000 : 300_000;
+/** The hostile suites' allowance for a process's RSS over its baseline (docs/reliability.md): Node 24's high-water mark is higher. */
+const RSS_ALLOWANCE_MIB = Number(process.versions.node.split('.')[0]) >= 24 ? 224 : 160;
 
 const PLUGIN = pluginYaml('hostile-output', `generate:
   command: [sh, -c]
@@ -172,14 +174,21 @@ describe('hostile plugin output is bounded before it grows', () => {
         assert.equal(res.value.manifests.length, TINY_DOCS);
         assert.ok(res.value.manifests.every(m => m === '{"a":1}'));
         assert.ok(during.length >= 3, `only ${during.length} small requests during the big one`);
-        // 2x its idle latency, with a wide margin for this loaded machine: a blocked loop cost 13.8 s.
-        const worst = Math.max(...during);
-        assert.ok(worst < 2 * idleMs + 2000, `a small request took ${worst.toFixed(0)} ms during the split (idle ${idleMs.toFixed(0)} ms; all: ${during.map(d => d.toFixed(0)).join(' ')})`);
-        // A legitimate answer this time (9 MB of manifests for a million, under the message limit), which every
-        // process holds as a million strings for a moment: the figure for it in docs/security.md#trust-boundary.
-        const { pid, mib, all } = watch.growth();
-        t.diagnostic(`idle ${idleMs.toFixed(0)} ms, worst during ${worst.toFixed(0)} ms over ${during.length} requests; RSS ${all}`);
-        assert.ok(mib < 256, `process ${pid} grew by ${mib.toFixed(0)} MiB (${all})`);
+        // Within 2x its idle latency: the plugin's split takes one of this machine's 2 cores for 20-60 s,
+        // which other sessions share too (load 18 at times: any one request here may wait a second
+        // for a core, whatever the proxy does). So the median is held to 2x idle + 150 ms, and every
+        // request to 2x idle + 1.5 s: a loop blocked by the split cost 13.8 s.
+        const sorted = [...during].sort((a, b) => a - b);
+        const median = sorted[Math.floor(sorted.length / 2)]!;
+        const worst = sorted[sorted.length - 1]!;
+        // A legitimate answer this time (9 MB of manifests for a million, under the message limit). No
+        // serving loop holds it as strings, only as its encoding (docs/security.md#trust-boundary).
+        const rss = watch.growth();
+        t.diagnostic(`idle ${idleMs.toFixed(0)} ms, during: median ${median.toFixed(0)} ms, worst ${worst.toFixed(0)} ms over ${during.length} requests; RSS ${rss.all}`);
+        const all = `idle ${idleMs.toFixed(0)} ms; all: ${during.map(d => d.toFixed(0)).join(' ')}`;
+        assert.ok(median < 2 * idleMs + 150, `the small requests during the split took ${median.toFixed(0)} ms (median; ${all})`);
+        assert.ok(worst < 2 * idleMs + 1500, `a small request took ${worst.toFixed(0)} ms during the split (${all})`);
+        assert.ok(rss.mib < RSS_ALLOWANCE_MIB, `process ${rss.pid} grew by ${rss.mib.toFixed(0)} MiB (${rss.all})`);
       } finally {
         client.close();
         other.close();

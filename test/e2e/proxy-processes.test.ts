@@ -132,24 +132,27 @@ for (const mode of MODES) {
       for (const out of await Promise.all(calls)) assert.equal('code' in out && out.code, Status.DEADLINE_EXCEEDED);
     });
 
-    test('an answer produced in one process is a cache hit in the other; the plugin ran once', async () => {
-      const counter = path.join(counterDir, `hit-${mode}`);
-      const tgz = await tarballOf({ 'f.txt': `hit-${mode}` });
-      const first = await generate(tgz, counter);
-      assert.deepEqual(first, { value: { manifests: ['{"k":"hit-' + mode + '"}'], sourceType: '' } });
-      let before = await counts();
-      // The same tarball again, until a process that has not seen it (a memo miss) answers.
-      let crossed = false;
-      for (let i = 0; i < 6 && !crossed; i++) {
-        assert.deepEqual(await generate(tgz, counter), first);
-        const now = await counts();
-        crossed = now.memoMiss > before.memoMiss;
-        assert.equal(now.hit - before.hit, 1, 'every repeat is a cache hit');
-        before = now;
-      }
-      assert.ok(crossed, 'no repeat reached the other ingest process');
-      assert.equal(runs(counter), 1);
-    });
+    // Large: an output over 16 KiB is split in a thread, and its answer crosses from the coordinator as its encoding.
+    for (const [size, text] of [['small', `hit-${mode}`], ['large', `hit-${mode}-${'é'.repeat(12_000)}`]] as const) {
+      test(`an answer produced in one process is a cache hit in the other; the plugin ran once (${size})`, async () => {
+        const counter = path.join(counterDir, `hit-${mode}-${size}`);
+        const tgz = await tarballOf({ 'f.txt': text });
+        const first = await generate(tgz, counter);
+        assert.deepEqual(first, { value: { manifests: [`{"k":"${text}"}`], sourceType: '' } });
+        let before = await counts();
+        // The same tarball again, until a process that has not seen it (a memo miss) answers.
+        let crossed = false;
+        for (let i = 0; i < 6 && !crossed; i++) {
+          assert.deepEqual(await generate(tgz, counter), first);
+          const now = await counts();
+          crossed = now.memoMiss > before.memoMiss;
+          assert.equal(now.hit - before.hit, 1, 'every repeat is a cache hit');
+          before = now;
+        }
+        assert.ok(crossed, 'no repeat reached the other ingest process');
+        assert.equal(runs(counter), 1);
+      });
+    }
 
     test('identical requests in flight in both processes run once', async () => {
       const counter = path.join(counterDir, `coalesce-${mode}`);

@@ -4,7 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeResult, encodeResult } from '../../../cmp/queue/result-store.js';
+import { decodeResult, EncodedResult, encodeResult } from '../../../cmp/queue/result-store.js';
+import { preparedOf } from '../../../cmp/split/prepared.js';
+import { ManifestResponse } from '../../../proto/generated/cmpserver/plugin/plugin.js';
 import { checkAnswer, checkDepth, MAX_ANSWER_DEPTH, type AnswerBounds } from '../../../runner/answer.js';
 import { AnswerDecoder, decoderHeapMb, INLINE_DECODE_BYTES } from '../../../worker/answer-decoder.js';
 import { encodeFrame, FrameReader, FrameType, ProtocolError } from '../../../runner/protocol.js';
@@ -57,14 +59,19 @@ test('frames come out whole whatever the chunking: sliced within a chunk, copied
   assert.throws(() => small.next(), ProtocolError);
 });
 
-test('the decoder thread: a result comes back as the JSON the store would have written, refusals as ProtocolError', async () => {
+test('the decoder thread: a result comes back as the encoding the store would have written, refusals as ProtocolError', async () => {
   const decoder = new AnswerDecoder(decoderHeapMb(1024 * 1024));
   const result = { kind: 'generate' as const, manifests: ['{"a":"é\\"x"}', '{"b":2}'] };
   const a = await decoder.decode(json({ v: 1, ok: true, result, stages: { exec: 5 } }), GENERATE);
   assert.ok(a.ok);
   assert.deepEqual(a.stages, [['exec', 5]]);
-  assert.equal(a.result.json.toString(), JSON.stringify(result));
-  assert.equal(a.result.manifestBytes, Buffer.byteLength(result.manifests.join('')));
+  assert.deepEqual(preparedOf(a.result)!.encoded, Buffer.from(ManifestResponse.encode({ ...result, sourceType: '' }).finish()));
+  assert.equal(preparedOf(a.result)!.bytes, Buffer.byteLength(result.manifests.join('')));
+  assert.deepEqual(a.result, result);
+  const match = { kind: 'match' as const, isSupported: true, isDiscoveryEnabled: false };
+  const m = await decoder.decode(json({ v: 1, ok: true, result: match, stages: {} }), { ...GENERATE, kind: 'match' });
+  assert.ok(m.ok && m.result instanceof EncodedResult);
+  assert.equal(m.result.json.toString(), JSON.stringify(match));
   const stored = await encodeResult(Buffer.alloc(32), 'k', 'req', a.result);
   assert.deepEqual(stored, await encodeResult(Buffer.alloc(32), 'k', 'req', result));
   assert.deepEqual(await decodeResult(Buffer.alloc(32), 'k', 'req', stored), result);
@@ -83,7 +90,7 @@ test('a small answer is decoded on the loop, a larger one in the thread: the sam
     const result = { kind: 'generate' as const, manifests: [`{"a":"${'x'.repeat(size)}"}`] };
     const a = await decoder.decode(json({ v: 1, ok: true, result, stages: { exec: 1 } }), bounds);
     assert.ok(a.ok);
-    assert.equal(a.result.json.toString(), JSON.stringify(result));
+    assert.deepEqual(preparedOf(a.result)!.encoded, Buffer.from(ManifestResponse.encode({ ...result, sourceType: '' }).finish()));
     await assert.rejects(decoder.decode(json({ v: 1, ok: true, result: { kind: 'match' }, pad: 'x'.repeat(size) }), bounds), ProtocolError);
   }
 });
