@@ -259,8 +259,12 @@ class JobSteps {
     const abort = new JobAbort(signal);
     await this.skipUnwaited(jobId, binding, data, abort, trace);
     const place = this.placeOf(data);
-    // A caller that missed the cache just before an identical job finished enqueues anew: answer it from the cache.
-    if (data.cacheKey !== null && 'found' in (await readResult(this.deps.redis, this.deps.signingKey, place.key, place.binding))) return { key: place.key, cached: true };
+    // A caller that missed the cache just before an identical job finished enqueues anew: answer
+    // it from the cache. Not for a proxy of an earlier version (no resultForm): the entry may be
+    // in the form it cannot read, and the run rewrites it in its own.
+    if (data.cacheKey !== null && data.resultForm === 'manifests' && 'found' in (await readResult(this.deps.redis, this.deps.signingKey, place.key, place.binding))) {
+      return { key: place.key, cached: true };
+    }
 
     // A small tarball came inside the job (verified against its checksum): nothing to fetch.
     const tgzPath = data.tarball ? undefined : path.join(this.deps.engine.options.workRoot, `${randomUUID()}.tgz`);
@@ -341,7 +345,7 @@ class JobSteps {
       const readsKey = keys.tracedReads(data.plugin, appNameOf(data.env), data.cacheKey!);
       await writeReads(redis, signingKey, readsKey, sink.reads ?? { complete: false, reason: 'not recorded' }, this.resultTtlMs);
     }
-    await writeResult(redis, signingKey, place.key, place.binding, result, data.cacheKey !== null ? this.ttlMs : this.resultTtlMs);
+    await writeResult(redis, signingKey, place.key, place.binding, result, data.cacheKey !== null ? this.ttlMs : this.resultTtlMs, data.resultForm ?? 'json');
     if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(result instanceof EncodedResult ? 0 : resultBytes(result));
   }
 

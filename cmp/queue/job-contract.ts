@@ -61,6 +61,12 @@ export interface JobRequest {
    * submits anew with the blob uploaded (it inlines only a first submission).
    */
   tgz?: string;
+  /**
+   * The proxy reads generate results stored as their ManifestResponse (result-store.ts, CMPM1);
+   * without it the worker stores the JSON form a proxy of an earlier version reads. Not signed:
+   * both forms are signed and bound to the request, so a changed hint changes only the form.
+   */
+  resultForm?: 'manifests';
 }
 
 /** The largest tarball a proxy sends inside its job (JobRequest.tgz) rather than as a blob. */
@@ -222,6 +228,7 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
     expiresAt: num('expiresAt')!,
     ...(traceparent !== undefined ? { traceparent } : {}),
     ...(tracestate !== undefined ? { tracestate } : {}),
+    ...(d.resultForm === 'manifests' ? { resultForm: 'manifests' as const } : {}),
     ...(d.gitCreds === true ? { gitCreds: true as const } : {}),
     sig,
   };

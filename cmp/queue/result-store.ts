@@ -39,8 +39,8 @@ export class EncodedResult {
  * event loop (libuv pool), so it does not stall a worker's lock renewals; a small one is
  * compressed at once (gzipStored).
  */
-export async function encodeResult(signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult): Promise<Buffer> {
-  if (!(result instanceof EncodedResult) && result.kind === 'generate') {
+export async function encodeResult(signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult, form: StoredForm = 'manifests'): Promise<Buffer> {
+  if (!(result instanceof EncodedResult) && result.kind === 'generate' && form === 'manifests') {
     // Read from an entry: its payload again, signed for this key. A plain result is small (prepared.ts).
     const prepared = preparedOf(result);
     const payload = prepared?.stored ?? (await gzipStored(prepared?.encoded ?? encodeManifests(result.manifests)));
@@ -91,8 +91,15 @@ function parseInline(json: Buffer): PluginResult | undefined {
 }
 
 /** Write a result under `redisKey` with a TTL. */
-export async function writeResult(redis: RedisClient, signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult, ttlMs: number): Promise<void> {
-  await redis.set(redisKey, await encodeResult(signingKey, redisKey, binding, result), 'PX', ttlMs);
+/**
+ * How a generate result is stored: `manifests` (CMPM1, read without parsing) or `json` (CMPR1),
+ * the only form a proxy of an earlier version reads. A worker writes `json` for a job whose proxy
+ * did not ask for `manifests` (JobRequest.resultForm), so that versions can be mixed in a rollout.
+ */
+export type StoredForm = 'manifests' | 'json';
+
+export async function writeResult(redis: RedisClient, signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult, ttlMs: number, form: StoredForm = 'manifests'): Promise<void> {
+  await redis.set(redisKey, await encodeResult(signingKey, redisKey, binding, result, form), 'PX', ttlMs);
 }
 
 export type ReadOutcome = { found: PluginResult } | { missing: true } | { invalid: true };

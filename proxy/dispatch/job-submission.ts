@@ -179,6 +179,7 @@ export class JobSubmission {
       ...traceparentOfRequest(ctx),
       ...(gitCreds ? { gitCreds: true as const } : {}),
       ...(tgz ? { tgz: tgz.toString('base64') } : {}),
+      resultForm: 'manifests',
     });
     return { request, data, expiresAt };
   }

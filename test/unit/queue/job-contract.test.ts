@@ -178,3 +178,12 @@ test('a tampered inline tarball is rejected: other bytes, added, malformed or to
   const bigJob = job({ blob: createHash('sha256').update(big).digest('hex'), size: big.length, tgz: big.toString('base64') });
   assert.throws(() => verifyJob(KEY, bigJob, 'b'.repeat(64), NOW), /job field tgz is invalid/);
 });
+
+test('resultForm is a hint outside the signature: it round-trips, and changing or dropping it keeps the job valid', () => {
+  const id = 'b'.repeat(64);
+  const withForm = job({ resultForm: 'manifests' });
+  assert.equal(verifyJob(KEY, JSON.parse(JSON.stringify(withForm)), id, NOW).resultForm, 'manifests');
+  const { resultForm: _f, ...without } = withForm;
+  assert.equal(verifyJob(KEY, without, id, NOW).resultForm, undefined, 'a proxy of an earlier version: the JSON form');
+  assert.equal(verifyJob(KEY, { ...withForm, resultForm: 'other' }, id, NOW).resultForm, undefined, 'an unknown value is ignored');
+});

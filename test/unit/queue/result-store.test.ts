@@ -33,6 +33,10 @@ test('a generate result is stored as its ManifestResponse and read back prepared
   const payload = zlib.gzipSync(JSON.stringify({ kind: 'generate', manifests }));
   const old = Buffer.concat([Buffer.from('CMPR1'), sign(KEY, 'cmp-offload/result/v2', ['k', 'req', payload]), payload]);
   assert.deepEqual(await decodeResult(KEY, 'k', 'req', old), { kind: 'generate', manifests });
+  // Written in that form for a proxy of an earlier version (a job without resultForm): the same bytes.
+  const prepared2 = (await decodeResult(KEY, 'k', 'req', stored))!;
+  assert.deepEqual(await encodeResult(KEY, 'k', 'req', prepared2, 'json'), old);
+  assert.deepEqual(await encodeResult(KEY, 'k', 'req', { kind: 'generate', manifests }, 'json'), old);
   // A payload signed as one form does not verify as the other.
   assert.equal(await decodeResult(KEY, 'k', 'req', Buffer.concat([Buffer.from('CMPM1'), old.subarray(5)])), undefined);
   assert.equal(await decodeResult(KEY, 'k', 'req', Buffer.concat([Buffer.from('CMPR1'), stored.subarray(5)])), undefined);
