@@ -236,9 +236,20 @@ describe('OpenTelemetry settings (standalone proxy)', () => {
   test('OTEL_BSP_* reach the batch span processor; OTEL_TRACES_EXPORTER=none exports nothing', async () => {
     fresh();
     const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.httpPort}`, OTEL_EXPORTER_OTLP_HEADERS: 'x-otlp-test=bsp' };
-    // A queue of one span: the request's other spans are dropped; the one left goes at shutdown.
-    await oneRequest({ ...endpoint, OTEL_BSP_MAX_QUEUE_SIZE: '1', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '1', OTEL_BSP_SCHEDULE_DELAY: '60000' }, caller(true).traceparent);
-    assert.equal(receiver.spans.length, 1, `spans: ${receiver.spans.map(s => s.name)}`);
+    // A schedule delay of a minute: nothing leaves before shutdown (the default second would have).
+    const server = await startCmp('standalone', { pluginYaml: PLUGIN, socketName: 'traced.sock', env: { ...endpoint, OTEL_BSP_SCHEDULE_DELAY: '60000' } });
+    const client = openCmpClient(server.socketPath);
+    try {
+      const tgz = await tarballOf({ 'f.txt': randomBytes(4).toString('hex') });
+      const out = await client.generate({ metadata: repoMetadata(tgz), chunks: chunksOf(tgz, 1024), headers: { traceparent: caller(true).traceparent } });
+      assert.ok('value' in out, JSON.stringify(out));
+      await new Promise(r => setTimeout(r, 2500));
+      assert.equal(receiver.spans.length, 0, `exported before the delay: ${receiver.spans.map(s => s.name)}`);
+    } finally {
+      client.close();
+      assert.equal(await server.stop(), 0);
+    }
+    assert.ok(receiver.spans.length >= 4, `flushed at shutdown: ${receiver.spans.map(s => s.name)}`);
     fresh();
     await oneRequest({ ...endpoint, OTEL_TRACES_EXPORTER: 'none' }, caller(true).traceparent);
     assert.equal(receiver.spans.length, 0);
