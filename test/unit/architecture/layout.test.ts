@@ -59,3 +59,11 @@ test('cmp/ imports no role; roles import no other role, except the worker speaki
 test('every role is a folder at the top of the tree with its own main or entry', () => {
   for (const role of ROLES) assert.ok(fs.statSync(path.join(REPO_ROOT, role)).isDirectory(), role);
 });
+
+test("the README's folder table names every source folder, and every folder it names exists", () => {
+  const readme = fs.readFileSync(path.join(REPO_ROOT, 'README.md'), 'utf8');
+  const table = readme.split('\n').filter(l => l.startsWith('| `'));
+  const named = table.flatMap(l => [...l.split('|')[1]!.matchAll(/`([a-z0-9/]+)\/`/g)].map(m => m[1]!));
+  for (const root of SOURCE_ROOTS) assert.ok(named.includes(root), `README.md's folder table lacks ${root}/`);
+  for (const dir of named) assert.ok(fs.statSync(path.join(REPO_ROOT, dir)).isDirectory(), `README.md names ${dir}/, which does not exist`);
+});
