@@ -95,6 +95,28 @@ async function until(check: () => Promise<boolean>, ms: number, what: string): P
 const DATA_ARGS = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--repl-diskless-sync-delay', '0'];
 
 /**
+ * One cluster node on a free port pair. Another test file may take either port between the check
+ * and the bind (its own random free port): then the node is started again on another pair.
+ */
+async function startClusterNode(p: Processes): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freeClusterPort();
+    const dir = path.join(p.dir, String(port));
+    fs.mkdirSync(dir);
+    try {
+      await p.start(
+        ['--port', String(port), '--dir', dir, '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000', ...DATA_ARGS],
+        /Ready to accept connections/,
+        `cluster node ${port}`,
+      );
+      return port;
+    } catch (err) {
+      if (attempt >= 5 || !/Address already in use/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+/**
  * A Redis Cluster of `masters` masters (no replicas; 3 is Redis's minimum), created with
  * `redis-cli --cluster create`, ready when every node reports `cluster_state:ok` and agrees
  * on every slot.
@@ -102,19 +124,7 @@ const DATA_ARGS = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '-
 export async function startRedisCluster(masters = 3): Promise<RedisTopology> {
   const p = new Processes(fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-cluster-')));
   try {
-    const ports: number[] = [];
-    for (let i = 0; i < masters; i++) ports.push(await freeClusterPort());
-    await Promise.all(
-      ports.map(port => {
-        const dir = path.join(p.dir, String(port));
-        fs.mkdirSync(dir);
-        return p.start(
-          ['--port', String(port), '--dir', dir, '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000', ...DATA_ARGS],
-          /Ready to accept connections/,
-          `cluster node ${port}`,
-        );
-      }),
-    );
+    const ports = await Promise.all(Array.from({ length: masters }, () => startClusterNode(p)));
     await run('redis-cli', ['--cluster', 'create', ...ports.map(port => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 60_000 });
     for (const port of ports) {
       await until(async () => (await redisCli(port, 'cluster', 'info')).includes('cluster_state:ok'), 30_000, `cluster node ${port} to be ok`);
