@@ -46,17 +46,19 @@ export const START = '<!-- bench:start -->';
 export const END = '<!-- bench:end -->';
 
 /**
- * `text` with everything between its bench markers replaced by `table`, the rest unchanged (the
- * same table twice gives the same text). Throws if the markers are missing, out of order or
- * repeated: a run must not guess where the table goes.
+ * `text` with everything between its bench marker lines replaced by `table`, the rest unchanged
+ * (the same table twice gives the same text). A marker counts only as a line of its own, so that
+ * prose may name it. Throws if the marker lines are missing, out of order or repeated: a run must
+ * not guess where the table goes.
  */
 export function replaceBenchTable(text: string, table: string, name = 'the page'): string {
-  const a = text.indexOf(START);
-  const b = text.indexOf(END);
-  if (a < 0 || b < 0 || b < a || text.indexOf(START, a + 1) >= 0 || text.indexOf(END, b + 1) >= 0) {
+  const lines = text.split('\n');
+  const starts = lines.flatMap((l, i) => (l === START ? [i] : []));
+  const ends = lines.flatMap((l, i) => (l === END ? [i] : []));
+  if (starts.length !== 1 || ends.length !== 1 || ends[0]! < starts[0]!) {
     throw new Error(`${name} needs one ${START} line and, after it, one ${END} line around the bench table`);
   }
-  return `${text.slice(0, a)}${START}\n${table}\n${text.slice(b)}`;
+  return [...lines.slice(0, starts[0]! + 1), table, ...lines.slice(ends[0])].join('\n');
 }
 
 /** Replace the table between the bench markers of a page (docs/performance.md); throws as `replaceBenchTable`. */

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { END, replaceBenchTable, START, writeBenchTable } from '../../../bench/lib/report.js';
+import { REPO_ROOT } from '../../helpers/paths.js';
 
 const PAGE = `# Performance\n\nIntro.\n\n${START}\nold table\nold line\n${END}\n\n## Notes\n\nKept.\n`;
 
@@ -31,6 +32,13 @@ test('a page without both markers, with them out of order or twice, is refused w
   ]) {
     assert.throws(() => replaceBenchTable(text, 'table', 'docs/performance.md'), (err: Error) => message.test(String(err)), text);
   }
+});
+
+test('prose naming the markers is not a marker: the performance page itself takes a table', () => {
+  const prose = `The run writes between the \`${START}\` and \`${END}\` markers.\n\n${PAGE}`;
+  assert.equal(replaceBenchTable(prose, 'new'), prose.replace('old table\nold line', 'new'));
+  const page = fs.readFileSync(path.join(REPO_ROOT, 'docs', 'performance.md'), 'utf8');
+  assert.match(replaceBenchTable(page, 'new'), new RegExp(`\n${START}\nnew\n${END}\n`));
 });
 
 test('writeBenchTable rewrites the file in place and leaves a page without markers unchanged', () => {
