@@ -8,7 +8,7 @@ import type { Ctx } from '../cmp/context.js';
 import { canceled, CmpError, codeOf, deadlineExceeded, messageOf, ourError } from '../cmp/errors.js';
 import type { Logger } from '../cmp/log.js';
 import type { Engine, ReadSink } from '../cmp/plugin/execute.js';
-import type { PluginRequest, PluginResult } from '../cmp/plugin/request.js';
+import type { PluginResult } from '../cmp/plugin/request.js';
 import { writeReads } from '../cmp/queue/traced-store.js';
 import { metrics, resultBytes } from '../cmp/observe/metrics.js';
 import { currentTrace, RequestTrace, traceStep, withTrace } from '../cmp/observe/request-trace.js';
@@ -22,66 +22,12 @@ import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
 import { EncodedResult, readResult, writeResult } from '../cmp/queue/result-store.js';
 import { countWaiters } from '../cmp/queue/waiters.js';
 import { relayedGitCreds } from './git-creds-source.js';
+import { InfraError, RunnerBusy, RunnerUnreachable, type Execute } from './execute.js';
 import type { RecordedRuns } from './recorded-runs.js';
+import { skewDelay, SkewHandBack } from './skew.js';
 
 /** Reasons given to `worker.cancelJob`: a caller's context error, or this worker going away. */
 export type AbortReason = 'deadline' | 'canceled' | 'shutdown';
-
-/**
- * Runs a verified request on its tarball (the path of a fetched blob, or the bytes a job
- * carried inline): the runner client (plugin code in its own container, runner/; its
- * results come already encoded) or, where configured, the in-process executor.
- */
-export type Execute = (req: PluginRequest, tgz: string | Buffer, ctx: Ctx, sink?: ReadSink) => Promise<PluginResult | EncodedResult>;
-
-/**
- * What an `Execute` throws for trouble that is not the plugin's (the runner unreachable, dead,
- * or answering nonsense): the job is retried like any infrastructure failure. Its text is
- * ours, never the plugin's or the runner's. Anything else it throws is the plugin's failure.
- */
-export class InfraError extends Error {}
-
-/**
- * The runner did not accept the connection (not listening, dead, restarting): nothing of the
- * request reached it, so the run never started. The job goes back to the queue for another
- * worker without using one of its attempts, and this worker stops fetching until its runner
- * accepts connections again.
- */
-export class RunnerUnreachable extends InfraError {}
-
-/**
- * The runner refused the request because another one runs there (an isolated runner runs one at
- * a time): nothing ran. The runner client sends it again once a runner is free; after a few
- * refusals the job goes back to the queue without using an attempt, and fetching goes on (the
- * runner is up).
- */
-export class RunnerBusy extends InfraError {}
-
-/**
- * A job of another plugin spec (a rollout under way: proxies and workers of the old and the new
- * plugin.yaml share the queue) goes back as a delayed job for a worker of its spec to take, each
- * time a little later: 100 ms, doubled per hand-back up to 2 s (no busy loop between two workers
- * of the wrong spec). It fails with versionSkew once the next try would come later than
- * SKEW_WAIT_MS after its enqueue or SKEW_MARGIN_MS before its deadline, so that its caller still
- * gets that error and not its own deadline.
- */
-export const SKEW_FIRST_DELAY_MS = 100;
-export const SKEW_MAX_DELAY_MS = 2_000;
-export const SKEW_WAIT_MS = 120_000;
-export const SKEW_MARGIN_MS = 1_000;
-
-/** The delay of a job's next hand-back to a worker of its spec, or undefined when it must fail now (versionSkew). */
-export function skewDelay(handBacks: number, now: number, enqueuedAt: number, expiresAt: number): number | undefined {
-  const delay = Math.min(SKEW_MAX_DELAY_MS, SKEW_FIRST_DELAY_MS * 2 ** Math.min(handBacks, 16));
-  const giveUpAt = Math.min(enqueuedAt + SKEW_WAIT_MS, expiresAt - SKEW_MARGIN_MS);
-  return now + delay > giveUpAt ? undefined : delay;
-}
-
-/**
- * A job handed back because it is of another plugin spec (moved to delayed by the processor
- * itself): not a run, nothing recorded by BullMQ.
- */
-class SkewHandBack extends DelayedError {}
 
 export interface ProcessorDeps {
   engine: Engine;

@@ -10,7 +10,7 @@ import { currentTrace, noteExecFailure } from '../cmp/observe/request-trace.js';
 import { observeStage } from '../cmp/observe/metrics.js';
 import type { EncodedResult } from '../cmp/queue/result-store.js';
 import type { PreparedResult } from '../cmp/split/prepared.js';
-import { InfraError, RunnerBusy, RunnerUnreachable } from './processor.js';
+import { InfraError, RunnerBusy, RunnerUnreachable } from './execute.js';
 import type { AnswerDecoder, DecodedAnswer } from './answer-decoder.js';
 import { AskpassError } from '../cmp/askpass/askpass-error.js';
 import {

@@ -6,7 +6,7 @@ import type { ReadSink } from '../cmp/plugin/execute.js';
 import type { GitCredsSource, PluginRequest } from '../cmp/plugin/request.js';
 import type { EncodedResult } from '../cmp/queue/result-store.js';
 import type { PreparedResult } from '../cmp/split/prepared.js';
-import { InfraError, RunnerBusy, type Execute } from './processor.js';
+import { InfraError, RunnerBusy, type Execute } from './execute.js';
 import { AnswerDecoder, decoderHeapMb } from './answer-decoder.js';
 import { RunnerCall } from './runner-call.js';
 import { answerFrameMax, DATA_FRAME_SEND, RUNNER_PROTOCOL_VERSION, type RunnerRequest } from '../runner/protocol.js';

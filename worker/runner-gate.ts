@@ -1,5 +1,5 @@
 import type { Logger } from '../cmp/log.js';
-import { InfraError, RunnerUnreachable, type Execute } from './processor.js';
+import { InfraError, RunnerUnreachable, type Execute } from './execute.js';
 import type { RecordingWorker } from './recorded-runs.js';
 import { runnerAccepts } from './runner-client.js';
 

@@ -35,3 +35,10 @@ export function tsFilesUnder(root: string, roots: readonly string[]): string[] {
   for (const r of roots) if (fs.existsSync(path.join(root, r))) walk(path.join(root, r));
   return files.sort();
 }
+
+const IMPORT_SPEC = /(?:^|\n)\s*(?:import|export)\s[^'";]*?from\s+['"]([^'"]+)['"]|(?:^|\n)\s*import\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
+
+/** Every import specifier of a source file as written: static, side-effect and dynamic imports, type-only ones included. */
+export function importSpecifiers(file: string): string[] {
+  return [...fs.readFileSync(file, 'utf8').matchAll(IMPORT_SPEC)].map(m => (m[1] ?? m[2] ?? m[3])!);
+}

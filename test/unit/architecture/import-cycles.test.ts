@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { REPO_ROOT, SOURCE_ROOTS, tsFilesUnder } from '../../helpers/paths.js';
+import { REPO_ROOT, SOURCE_ROOTS, importSpecifiers, tsFilesUnder } from '../../helpers/paths.js';
 
 /**
  * No import cycle anywhere in the tree (type-only imports included): configuration at the
@@ -12,7 +12,6 @@ import { REPO_ROOT, SOURCE_ROOTS, tsFilesUnder } from '../../helpers/paths.js';
  */
 
 const ROOTS = [...SOURCE_ROOTS, 'bench', 'proto/generated', 'test'];
-const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'";]*?from\s+['"](\.[^'"]+)['"]|import\(\s*['"](\.[^'"]+)['"]\s*\)/g;
 
 /** Relative imports of every .ts file under the roots of `root`: file → the files it imports. */
 export function importGraph(root: string): Map<string, string[]> {
@@ -20,8 +19,8 @@ export function importGraph(root: string): Map<string, string[]> {
   const graph = new Map<string, string[]>();
   for (const f of files) {
     const deps: string[] = [];
-    for (const m of fs.readFileSync(f, 'utf8').matchAll(IMPORT)) {
-      const target = path.join(path.dirname(f), (m[1] ?? m[2])!).replace(/\.js$/, '.ts');
+    for (const spec of importSpecifiers(f).filter(s => s.startsWith('.'))) {
+      const target = path.join(path.dirname(f), spec).replace(/\.js$/, '.ts');
       if (fs.existsSync(target)) deps.push(path.relative(root, target));
     }
     graph.set(path.relative(root, f), deps);

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { REPO_ROOT, SOURCE_ROOTS, tsFilesUnder } from '../../helpers/paths.js';
+import { REPO_ROOT, SOURCE_ROOTS, importSpecifiers, tsFilesUnder } from '../../helpers/paths.js';
 
 /**
  * The tree shows the roles: proxy/, worker/, runner/, keeper/ and cli/ at the top, cmp/ the
@@ -10,13 +10,7 @@ import { REPO_ROOT, SOURCE_ROOTS, tsFilesUnder } from '../../helpers/paths.js';
  * byte, which depends on nothing of ours.
  */
 
-const SPEC = /(?:^|\n)\s*(?:import|export)\s[^'";]*?from\s+['"]([^'"]+)['"]|(?:^|\n)\s*import\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
 const ROLES = ['proxy', 'worker', 'runner', 'keeper', 'cli'];
-
-/** Every import specifier of a source file, as written. */
-function specifiers(file: string): string[] {
-  return [...fs.readFileSync(file, 'utf8').matchAll(SPEC)].map(m => (m[1] ?? m[2] ?? m[3])!);
-}
 
 /** The top-level folder a relative import of `file` lands in (undefined for a package). */
 function folderOf(file: string, spec: string): string | undefined {
@@ -28,7 +22,7 @@ test('cmp/go/ imports only itself, Node and its parsers (js-yaml, pako)', () => 
   const files = tsFilesUnder(REPO_ROOT, ['cmp/go']);
   assert.ok(files.length >= 20, `only ${files.length} files in cmp/go`);
   const outside = files.flatMap(f =>
-    specifiers(f)
+    importSpecifiers(f)
       .filter(s => !(/^\.\/[^/]+$/.test(s) || s.startsWith('node:') || s === 'js-yaml' || s === 'pako'))
       .map(s => `${path.relative(REPO_ROOT, f)} → ${s}`),
   );
@@ -45,7 +39,7 @@ test('cmp/ imports no role; roles import no other role, except the worker speaki
   const wrong: string[] = [];
   for (const f of tsFilesUnder(REPO_ROOT, SOURCE_ROOTS)) {
     const from = path.relative(REPO_ROOT, f).split(path.sep)[0]!;
-    for (const s of specifiers(f)) {
+    for (const s of importSpecifiers(f)) {
       const to = folderOf(f, s);
       if (!to || to === from || !ROLES.includes(to)) continue;
       const target = path.relative(REPO_ROOT, path.resolve(path.dirname(f), s));
