@@ -25,8 +25,9 @@ const CASES = REDUCED ? 640 : 2000;
 const TIMEOUT_MS = 120_000;
 // Node 24's high-water mark is higher than Node 20's, even with --max-semi-space-size=16 (a
 // high-water mark, not a leak: the second-half check below is the leak check).
-// Why these bounds: docs/decisions/0003-node24-young-generation.md
-const HIGH_WATER_SLACK_MIB = Number(process.versions.node.split('.')[0]) >= 24 ? 224 : 160;
+// Node 20's mark also rises with the number of calls (more chances of large cases at once): the full
+// form allows more there. Why these bounds: docs/decisions/0003-node24-young-generation.md
+const HIGH_WATER_SLACK_MIB = Number(process.versions.node.split('.')[0]) >= 24 ? 224 : REDUCED ? 160 : 192;
 
 test(`${CASES} hostile requests: no crash, a status for each, nothing outside the work root, work root empty`, { timeout: REDUCED ? 600_000 : 2_400_000 }, async () => {
   const box = sandbox('hostile');
