@@ -287,6 +287,10 @@ test('the Helm and operator kustomizations render the base and the proxy\'s metr
         assert.equal(got.subPath, 'plugin.yaml');
       }
     }
+    if (dir.startsWith('helm')) {
+      // The chart's ConfigMap keeps its name: Reloader's annotation is what rolls the workers on an edit.
+      assert.equal(worker.metadata.annotations?.['configmap.reloader.stakater.com/reload'], sidecarPlugin.configMap.name, `${dir}: the workers do not roll when ${sidecarPlugin.configMap.name} changes`);
+    }
     const generated = out.filter(o => o.kind === 'ConfigMap' && o.metadata.name.startsWith('cmp-offload-plugin'));
     assert.equal(generated.length, dir.startsWith('helm') ? 0 : 1, `${dir}: with Helm the base's plugin ConfigMap would be a second truth`);
   }
