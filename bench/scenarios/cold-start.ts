@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { startDistributed } from '../../test/helpers/distributed.js';
+import { untilHttpListening } from '../../test/integration/distributed-helpers.js';
 import { openCmpClient } from '../../test/helpers/grpc-client.js';
 import { tarballOf } from '../../test/helpers/repo.js';
 import { generateCall, timedGenerate } from '../lib/calls.js';
@@ -33,7 +34,9 @@ export const coldStart: Scenario = {
         coldMs.push(msSince(start));
         const { w, ms } = await ready;
         readyMs.push(ms);
-        // The same request path once the worker is warm, for comparison.
+        // The same request path once the worker is warm, for comparison: its ops server loads
+        // (fastify, ~70 ms of its loop) while the first jobs run; the warm request comes after it.
+        await untilHttpListening(w, 'the worker\'s ops server');
         warmMs.push((await timedGenerate(client, generateCall(tgz, { I: `warm-${i}` }))).ms);
         d.workers.splice(d.workers.indexOf(w), 1);
         await w.stop();
