@@ -88,8 +88,7 @@ export function withTrace<T>(trace: RequestTrace, fn: () => T): T {
   return storage.run(trace, fn);
 }
 
-/** Where a trace may come from besides AsyncLocalStorage: a request context of the proxy. */
-/** What carries a request's trace (the proxy's Ctx). */
+/** Where a trace may come from besides AsyncLocalStorage: a request context of the proxy (its Ctx). */
 type TraceSource = { readonly trace?: RequestTrace };
 
 /** The trace of the request this code runs for, if any: the one `ctx` carries, else the async context's. */

@@ -90,7 +90,6 @@ function parseInline(json: Buffer): PluginResult | undefined {
   }
 }
 
-/** Write a result under `redisKey` with a TTL. */
 /**
  * How a generate result is stored: `manifests` (CMPM1, read without parsing) or `json` (CMPR1),
  * the only form a proxy of an earlier version reads. A worker writes `json` for a job whose proxy
@@ -98,6 +97,7 @@ function parseInline(json: Buffer): PluginResult | undefined {
  */
 export type StoredForm = 'manifests' | 'json';
 
+/** Write a result under `redisKey` with a TTL. */
 export async function writeResult(redis: RedisClient, signingKey: Buffer, redisKey: string, binding: string, result: PluginResult | EncodedResult, ttlMs: number, form: StoredForm = 'manifests'): Promise<void> {
   await redis.set(redisKey, await encodeResult(signingKey, redisKey, binding, result, form), 'PX', ttlMs);
 }
