@@ -761,3 +761,28 @@ test('the plugin queue is written once in infra/kustomize (base/settings.yaml) a
   }
   assert.equal(renderKustomize(path.join(KUSTOMIZE, 'base')).filter(o => o.metadata.name === 'cmp-offload-settings').length, 0, 'the settings object is rendered');
 });
+
+test('the worker pod\'s run settings are written once (base/settings.yaml) and reach the worker and both runners (kubectl 1.21+; skipped without it outside CI)', { skip: kubectlSkip }, () => {
+  requireKubectl();
+  const RUN = { execTimeout: 'ARGOCD_EXEC_TIMEOUT', execFatalTimeout: 'ARGOCD_EXEC_FATAL_TIMEOUT', shutdownGrace: 'CMP_OFFLOAD_SHUTDOWN_GRACE' } as const;
+  const settings = one('base/settings.yaml', 'ConfigMap').data as Record<string, string>;
+  const rendered = (root: string) => renderKustomize(path.join(root, 'base')).find(o => o.kind === 'Deployment' && o.metadata.name === 'cmp-offload-worker')!;
+  const valuesIn = (deployment: Obj) =>
+    (deployment.spec.template.spec.containers as Obj[]).map(c => [c.name, Object.fromEntries(Object.values(RUN).map(n => [n, envOf(c)[n]]))]);
+  const expected = (s: Record<string, string>) => ['worker', 'runner', 'runner-2'].map(c => [c, Object.fromEntries(Object.entries(RUN).map(([k, n]) => [n, s[k]]))]);
+  // The raw file holds the same values, so the tests above that read it check what is installed.
+  assert.deepEqual(valuesIn(worker()), expected(settings));
+  assert.deepEqual(valuesIn(rendered(KUSTOMIZE)), expected(settings));
+  // An edit of settings.yaml alone reaches all three containers.
+  const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'cmp-kustomize-'));
+  try {
+    fs.cpSync(KUSTOMIZE, copy, { recursive: true });
+    const edited = { execTimeout: '120s', execFatalTimeout: '20s', shutdownGrace: '150s' };
+    let text = fs.readFileSync(path.join(copy, 'base/settings.yaml'), 'utf8');
+    for (const [k, v] of Object.entries(edited)) text = text.replace(new RegExp(`^  ${k}: .*$`, 'm'), `  ${k}: ${v}`);
+    fs.writeFileSync(path.join(copy, 'base/settings.yaml'), text);
+    assert.deepEqual(valuesIn(rendered(copy)), expected({ ...settings, ...edited }));
+  } finally {
+    fs.rmSync(copy, { recursive: true, force: true });
+  }
+});
