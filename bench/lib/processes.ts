@@ -52,6 +52,8 @@ export function profileEnv(opts: BenchOptions, scenario: string): Record<string,
   if (!opts.profile) return {};
   const dir = path.join(opts.outDir, 'profiles', scenario);
   fs.mkdirSync(dir, { recursive: true });
+  // Runners run as another uid (test/helpers/runner-process.ts) and write their profiles here too.
+  fs.chmodSync(dir, 0o1777);
   const preload = pathToFileURL(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'cpu-profile-preload.js')).href;
   return { NODE_OPTIONS: `--import=${preload}`, CMP_BENCH_PROFILE_DIR: dir };
 }

@@ -5,6 +5,7 @@ import { openCmpClient } from '../../test/helpers/grpc-client.js';
 import { tarballOf } from '../../test/helpers/repo.js';
 import { generateCall, timedGenerate } from '../lib/calls.js';
 import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
+import { profileEnv } from '../lib/processes.js';
 import { fmt, median, msSince, sleep } from '../lib/stats.js';
 import { row, type Scenario } from '../lib/types.js';
 
@@ -18,7 +19,7 @@ export const coldStart: Scenario = {
   async run(opts) {
     const samples = opts.quick ? 2 : 5;
     const tgz = await tarballOf({ 'f.txt': 'x' });
-    const d = await startDistributed({ pluginYaml: PLUGIN, socketName: 'cold.sock', workers: 0, env: { CMP_OFFLOAD_CACHE: 'off' } });
+    const d = await startDistributed({ pluginYaml: PLUGIN, socketName: 'cold.sock', workers: 0, env: { CMP_OFFLOAD_CACHE: 'off', ...profileEnv(opts, 'cold-start') } });
     const client = openCmpClient(d.proxy.socketPath);
     const redis = new Redis(d.redis.url);
     const coldMs: number[] = [];

@@ -3,6 +3,7 @@ import { openCmpClient } from '../../test/helpers/grpc-client.js';
 import { tarballOf } from '../../test/helpers/repo.js';
 import { generateCall, timedGenerate } from '../lib/calls.js';
 import { pluginYaml } from '../../test/helpers/plugin-yaml.js';
+import { profileEnv } from '../lib/processes.js';
 import { fmt, msSince } from '../lib/stats.js';
 import { row, type Scenario } from '../lib/types.js';
 
@@ -22,7 +23,7 @@ export const scaleOut: Scenario = {
         pluginYaml: PLUGIN,
         socketName: 'sleepy.sock',
         workers: 1,
-        env: { CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_CONCURRENCY: '1' },
+        env: { CMP_OFFLOAD_CACHE: 'off', CMP_OFFLOAD_CONCURRENCY: '1', ...profileEnv(opts, 'scale-out') },
       });
       // One at a time: eight Node processes starting at once on two cores can take longer than the helper waits.
       while (d.workers.length < workers) await d.addWorker();
