@@ -102,7 +102,7 @@ async function startClusterNode(p: Processes): Promise<number> {
   for (let attempt = 1; ; attempt++) {
     const port = await freeClusterPort();
     const dir = path.join(p.dir, String(port));
-    fs.mkdirSync(dir);
+    fs.mkdirSync(dir, { recursive: true }); // a port tried before may come back
     try {
       await p.start(
         ['--port', String(port), '--dir', dir, '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000', ...DATA_ARGS],
