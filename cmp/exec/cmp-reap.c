@@ -26,7 +26,8 @@
  *       "exec ERRNO"  its execve failed: nothing ran (the server prints Go's fork/exec text)
  *       "exit N" / "signal N"   the command exited; sent at once, so a daemon it left behind
  *                     delays nothing (Argo returns when the main process is gone and the pipes
- *                     are closed; we never hold the command's stdout/stderr ourselves)
+ *                     are closed; our relays close ours when every writer has closed its pipe)
+ *   - the command's stdout and stderr are pipes, relayed to ours (see struct relay)
  *       "exit N gone" / "signal N gone"   the same, when nothing the command started is left
  *                     (we have no child any more, zombies reaped): we exit right after, and
  *                     the server has no RPC-end SIGTERM to send and no group to watch
@@ -263,6 +264,64 @@ static int init_main(int argc, char **argv) {
   }
 }
 
+/* The command's stdout and stderr are pipes, relayed here to ours (the server's sockets), as
+ * argocd-cmp-server's commands write to pipes (Go's exec). Sockets there would hand plugin code a
+ * unix socket it did not make, which the traced cache's recorder must then assume could be
+ * swapped onto any descriptor (cmp-trace.c, answer_socket). A stream ends when every writer has
+ * closed it (the command and whatever inherited it), as the server's pipes did before. */
+struct relay {
+  int from, to;       /* the pipe's read end; our stdout or stderr (-1 once ended) */
+  char buf[1 << 16];
+  size_t len, off;    /* bytes read and not yet written */
+};
+static struct relay relays[2];
+
+static int relay_open(struct relay *r, int fd, int child_end[2]) {
+  r->from = r->to = -1;
+  if (pipe2(child_end, O_CLOEXEC)) return -1;
+  r->from = child_end[0];
+  r->to = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (r->to < 0) return -1;
+  fcntl(r->from, F_SETFL, O_NONBLOCK);
+  fcntl(r->to, F_SETFL, fcntl(r->to, F_GETFL) | O_NONBLOCK);
+  return 0;
+}
+
+static void relay_end(struct relay *r) {
+  if (r->from >= 0) close(r->from);
+  if (r->to >= 0) close(r->to);
+  r->from = r->to = -1;
+}
+
+/* Moves what it can without blocking; the stream ends at the pipe's EOF once all is written. */
+static void relay_step(struct relay *r) {
+  for (;;) {
+    if (r->from < 0) return;
+    if (r->off < r->len) {
+      ssize_t n = write(r->to, r->buf + r->off, r->len - r->off);
+      if (n < 0 && errno == EAGAIN) return;
+      if (n < 0) r->off = r->len; /* the server closed it: what follows is dropped */
+      else r->off += (size_t)n;
+      continue;
+    }
+    ssize_t n = read(r->from, r->buf, sizeof r->buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) return relay_end(r);
+    r->len = (size_t)n;
+    r->off = 0;
+  }
+}
+
+/* The poll entry of a relay: its pipe when its buffer is empty, else our end. */
+static struct pollfd relay_poll(const struct relay *r) {
+  struct pollfd p = {-1, 0, 0};
+  if (r->from < 0) return p;
+  if (r->off < r->len) p.fd = r->to, p.events = POLLOUT;
+  else p.fd = r->from, p.events = POLLIN;
+  return p;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "--probe")) return probe();
   if (argc >= 2 && !strcmp(argv[1], "--init")) return init_main(argc, argv);
@@ -278,9 +337,10 @@ int main(int argc, char **argv) {
   sigprocmask(SIG_BLOCK, &caught, NULL);
   for (size_t i = 0; i < COUNT(IGNORED); i++) signal(IGNORED[i], SIG_IGN);
   int sfd = signalfd(-1, &caught, SFD_CLOEXEC | SFD_NONBLOCK);
-  int errpipe[2];
+  int errpipe[2], out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
   ours = calloc(MAX_PID / 8, 1);
-  if (prctl(PR_SET_CHILD_SUBREAPER, 1) || sfd < 0 || !ours || pipe2(errpipe, O_CLOEXEC)) {
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) || sfd < 0 || !ours || pipe2(errpipe, O_CLOEXEC) ||
+      relay_open(&relays[0], 1, out_pipe) || relay_open(&relays[1], 2, err_pipe)) {
     report("exec", errno ? errno : ENOMEM);
     return 2;
   }
@@ -297,6 +357,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < COUNT(IGNORED); i++) signal(IGNORED[i], SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, NULL);
     close(errpipe[0]);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
     if (strchr(argv[1], '/')) execv(argv[1], argv + 2);
     else execvp(argv[1], argv + 2);
     int err = errno;
@@ -304,6 +366,8 @@ int main(int argc, char **argv) {
     _exit(127);
   }
   close(errpipe[1]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
   int err;
   ssize_t got;
   while ((got = read(errpipe[0], &err, sizeof err)) < 0 && errno == EINTR) {}
@@ -314,7 +378,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   report("pid", root);
-  /* Never hold the command's stdout/stderr: the server waits for them to close. */
+  /* Hold the server's stdout/stderr only through the relays: it waits for them to close. */
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {
     dup2(null, 1);
@@ -338,11 +402,24 @@ int main(int argc, char **argv) {
       int code = WIFSIGNALED(root_st) ? WTERMSIG(root_st) : WEXITSTATUS(root_st);
       report2(WIFSIGNALED(root_st) ? "signal" : "exit", code, none_left ? " gone" : "");
     }
-    if (none_left && root_done) break;
+    for (int i = 0; i < 2; i++) relay_step(&relays[i]);
+    if (none_left && root_done) {
+      /* No writer of ours is left: what they wrote is in the pipes. A holder elsewhere (a
+       * descriptor passed out) is not waited for. */
+      for (int i = 0; i < 2; i++) {
+        while (relays[i].from >= 0 && relays[i].off < relays[i].len) {
+          struct pollfd p = relay_poll(&relays[i]);
+          if (poll(&p, 1, 1000) <= 0) break; /* the server stopped reading */
+          relay_step(&relays[i]);
+        }
+        relay_end(&relays[i]);
+      }
+      break;
+    }
     if (killing) kill_tree();
 
-    struct pollfd fds[2] = {{sfd, POLLIN, 0}, {status_fd, 0, 0}};
-    if (poll(fds, status_fd >= 0 ? 2 : 1, killing ? 10 : -1) < 0) continue;
+    struct pollfd fds[4] = {{sfd, POLLIN, 0}, {status_fd, 0, 0}, relay_poll(&relays[0]), relay_poll(&relays[1])};
+    if (poll(fds, 4, killing ? 10 : -1) < 0) continue;
     if (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL)) {
       killing = 1;
       status_fd = -1;

@@ -152,6 +152,16 @@ test('stdin is /dev/null', async () => {
   assert.equal((await run(['sh', '-c', 'cat; echo eof'])).toString(), 'eof');
 });
 
+test('stdout and stderr are pipes, as for Go exec under argocd-cmp-server (the helper relays them)', async () => {
+  const types = "stat -L -c %F /dev/stdout; stat -L -c %F /dev/stderr >&2; exit 1";
+  const err = await rejection(run(['sh', '-c', types]));
+  assert.match(err.message, /failed exit status 1: fifo$/);
+  // and the stdout side, with a large output that must arrive whole
+  const out = await run(['sh', '-c', 'stat -L -c %F /dev/stdout; head -c 900000 /dev/zero | tr "\\0" x']);
+  assert.equal(out.subarray(0, 5).toString(), 'fifo\n');
+  assert.equal(out.length, 5 + 900_000);
+});
+
 test('stdout up to the limit passes; one byte more kills the command with RESOURCE_EXHAUSTED', async () => {
   assert.equal((await run(['head', '-c', '1000', '/dev/zero'], { maxOutputBytes: 1000 })).length, 1000);
   const err = await rejection(run(['head', '-c', '1001', '/dev/zero'], { maxOutputBytes: 1000 }));
