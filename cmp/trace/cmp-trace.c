@@ -115,6 +115,7 @@ enum kind {
   MSGHDR,      /* sendmsg, sendmmsg: the msg_name of each message (vector argument 1, count 2) */
   CLONE,       /* clone with CLONE_VM but neither CLONE_THREAD nor CLONE_VFORK (install_filter) */
   UNTRACKABLE, /* gives the record up */
+  UNIX_SOCKET, /* socket, socketpair: notified only for AF_UNIX (install_filter); see unix_made */
 };
 struct spec {
   long nr;
@@ -177,6 +178,10 @@ static const struct spec SPECS[] = {
      * again (could_change): clone3 is refused (serve), clone notified only with CLONE_VM and
      * neither CLONE_THREAD nor CLONE_VFORK. */
     {SYS_clone, "clone", CLONE, {-1, -1}, {-1, -1}, 0, 0}, U(clone3),
+    /* A unix socket in a descriptor table lets a thread swap it onto an inet descriptor as
+     * connect goes on (see unix_made); another process's descriptor could be one. */
+    {SYS_socket, "socket", UNIX_SOCKET, {-1, -1}, {-1, -1}, 0, 0},
+    {SYS_socketpair, "socketpair", UNIX_SOCKET, {-1, -1}, {-1, -1}, 0, 0}, U(pidfd_getfd),
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])
 
@@ -626,6 +631,39 @@ static void on_sockaddrs(struct caller *c, const struct spec *s, const struct se
   }
 }
 
+/* ---- what a rename or link may move ---- */
+
+/* Directories this run made (mkdir performed here), by device and inode. A directory older than
+ * the run, or a symlink, moved onto a path between the recorder's resolution of a call and the
+ * kernel's own lookup (a continued call) could lead that lookup somewhere unrecorded through
+ * links made before the run (links the run makes give the record up); a directory the run made
+ * holds only what the run made or moved in under these same rules. */
+#define MADE_SLOTS (1 << 14)
+static struct { dev_t dev; ino_t ino; } made[MADE_SLOTS];
+static size_t nmade;
+
+static size_t made_slot(dev_t dev, ino_t ino) {
+  size_t i = (size_t)((ino * 0x9e3779b97f4a7c15ull) ^ dev) & (MADE_SLOTS - 1);
+  while (made[i].ino && (made[i].dev != dev || made[i].ino != ino)) i = (i + 1) & (MADE_SLOTS - 1);
+  return i;
+}
+
+static void note_made_dir(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) || !S_ISDIR(st.st_mode) || nmade >= MADE_SLOTS / 2) return;
+  size_t i = made_slot(st.st_dev, st.st_ino);
+  if (!made[i].ino) made[i].dev = st.st_dev, made[i].ino = st.st_ino, nmade++;
+}
+
+/* Whether the object at `path` (not followed) may be renamed or linked without giving up. */
+static int may_move(const char *path, int is_link) {
+  struct stat st;
+  if (lstat(path, &st)) return 1; /* nothing there: the call fails or moves nothing */
+  if (S_ISLNK(st.st_mode)) return 0;
+  if (!S_ISDIR(st.st_mode) || is_link) return 1;
+  return made[made_slot(st.st_dev, st.st_ino)].ino != 0;
+}
+
 /* ---- answering: the recorder performs the call itself, or lets the kernel run it ---- */
 
 /* How a recorded call is answered. The kernel reads a continued call's path from the caller's
@@ -968,6 +1006,74 @@ static enum answer answer_readlink(struct caller *c, const struct seccomp_data *
   return ANSWERED;
 }
 
+/* Whether a unix socket can be in a traced descriptor table: one was inherited (the command's
+ * stdio are pipes under cmp-reap, sockets when Node spawns it directly) or made (socket,
+ * socketpair; another way to get one needs one first, or pidfd_getfd, which gives up). RISKY:
+ * none yet, but a socket call went on whose descriptor a thread could have swapped. */
+static enum { NONE, RISKY, MADE } unix_made;
+
+/* Any unix socket among our descriptors (inherited by the command); called before we make ours. */
+static int inherits_unix_socket(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return 1;
+  int found = 0;
+  struct dirent *e;
+  while (!found && (e = readdir(d))) {
+    int fd = atoi(e->d_name), domain = 0;
+    socklen_t n = sizeof domain;
+    if (e->d_name[0] != '.' && fd != dirfd(d) && !getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &n)) found = domain == AF_UNIX;
+  }
+  closedir(d);
+  return found;
+}
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* connect or bind of an inet socket whose address another task could rewrite: performed here,
+ * on the socket the caller's descriptor holds now (pidfd_getfd, Linux 5.6) and the address as
+ * read now, so that no unix socket swapped onto the descriptor meanwhile looks up a path. What
+ * cannot be done so (a blocking stream connect would hold the recorder; other families bind
+ * by the caller's pid) gives the record up and continues. */
+static enum answer answer_socket(struct caller *c, const struct seccomp_data *call, struct seccomp_notif_resp *resp) {
+  static unsigned char sa[sizeof(struct sockaddr_storage)];
+  unsigned long len = call->args[2];
+  if (len > sizeof sa) return fail(resp, EINVAL); /* the kernel's bound */
+  if (read_mem(c, call->args[1], sa, len)) {
+    if (call_gone(c)) return CONTINUE;
+    return give_up("a socket address the recorder could not read"), CONTINUE;
+  }
+  pid_t tgid = tgid_of(c);
+  int pidfd = tgid < 0 ? -1 : (int)syscall(SYS_pidfd_open, tgid, 0);
+  int fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, (int)call->args[0], 0);
+  if (pidfd >= 0) close(pidfd);
+  if (fd < 0) return give_up("a socket the recorder could not take to connect or bind it"), CONTINUE;
+  /* the caller's own table (a thread may have unshared its own) holds that very socket */
+  char name[64];
+  snprintf(name, sizeof name, "/proc/%d/fd/%d", c->tid, (int)call->args[0]);
+  struct stat mine, theirs;
+  int domain = 0, type = 0, flags = fcntl(fd, F_GETFL);
+  socklen_t n = sizeof domain;
+  int ok = !fstat(fd, &mine) && !stat(name, &theirs) && mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino &&
+           !getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &n) && (n = sizeof type, !getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &n)) &&
+           (domain == AF_INET || domain == AF_INET6) && flags >= 0 &&
+           (call->nr == SYS_bind || type != SOCK_STREAM || (flags & O_NONBLOCK));
+  if (!ok) {
+    close(fd);
+    return give_up("a connect or bind the recorder could not perform, its address another task could rewrite"), CONTINUE;
+  }
+  int r = call->nr == SYS_connect ? connect(fd, (struct sockaddr *)sa, (socklen_t)len) : bind(fd, (struct sockaddr *)sa, (socklen_t)len);
+  int err = errno;
+  close(fd);
+  if (r < 0) return fail(resp, err);
+  resp->val = 0;
+  return ANSWERED;
+}
+
 /* One notified syscall: recorded (recording more than was accessed is safe; less never
  * happens silently: what cannot be modelled gives the record up), then answered here or let
  * continue (see enum how). */
@@ -991,11 +1097,29 @@ static enum answer on_syscall(struct caller *c, const struct seccomp_data *call,
     return CONTINUE;
   }
   if (s->kind == CLONE) return give_up("a process sharing memory with its parent (clone with CLONE_VM)"), CONTINUE;
-  if (s->kind == SOCKADDR || s->kind == MSGHDR) {
-    if (!unix_socket(c, (int)call->args[0])) return CONTINUE; /* no path is looked up */
-    on_sockaddrs(c, s, call);
-    if (!reason && c->nranges && could_change(c)) give_up("a socket address another task could rewrite as the kernel reads it");
+  if (s->kind == UNIX_SOCKET) {
+    if (unix_made == RISKY) give_up("a unix socket made after a socket call whose descriptor it could have taken");
+    unix_made = MADE;
     return CONTINUE;
+  }
+  if (s->kind == SOCKADDR || s->kind == MSGHDR) {
+    int is_unix = unix_socket(c, (int)call->args[0]);
+    /* A unix address is recorded whatever the descriptor is now: another task sharing the
+     * descriptor table could swap a unix socket onto it before the kernel runs the call. */
+    on_sockaddrs(c, s, call);
+    if (reason || !c->nranges || !could_change(c)) return CONTINUE;
+    /* The address (or header) could be rewritten before the kernel reads it again. */
+    if (is_unix) return give_up("a socket address another task could rewrite as the kernel reads it"), CONTINUE;
+    /* Not a unix socket now: no path is looked up, unless at the same moment another task
+     * swaps a unix socket onto the descriptor and rewrites the address. With none made yet
+     * there is none to swap (and making one later gives up); else connect and bind are
+     * performed here, the rest gives up. */
+    if (unix_made != MADE) {
+      unix_made = RISKY;
+      return CONTINUE;
+    }
+    if (s->nr == SYS_connect || s->nr == SYS_bind) return answer_socket(c, call, resp);
+    return give_up("a socket message whose address another task could rewrite, on a descriptor it could swap"), CONTINUE;
   }
   if (s->kind == CWD) {
     /* Later relative calls trust the cwd's path (fd_object): the descriptor must name it. */
@@ -1059,6 +1183,15 @@ static enum answer on_syscall(struct caller *c, const struct seccomp_data *call,
     /* Both ends of a rename: a directory or symlink renamed over or away changes what later
      * lookups (and a concurrent one) resolve to. */
     if (s->moves && last[0]) record('M', last, strlen(last));
+    /* A rename's source (both ends of an exchange); a hard link's source unless it follows a link. */
+    int exchange = s->kind == RENAME && (call->args[4] & RENAME_EXCHANGE);
+    int is_link = 0;
+#ifdef SYS_link
+    is_link |= s->nr == SYS_link;
+#endif
+    is_link |= s->nr == SYS_linkat && !(call->args[4] & AT_SYMLINK_FOLLOW);
+    if (last[0] && (k == 0 || exchange) && (s->moves || is_link) && !may_move(last, is_link))
+      return give_up(s->moves ? "a directory older than the run, or a symlink, renamed" : "a hard link to a symlink"), CONTINUE;
   }
   if (reason) return CONTINUE; /* given up: nothing more to keep exact */
   enum how h = how_of(call->nr);
@@ -1124,6 +1257,7 @@ static enum answer on_syscall(struct caller *c, const struct seccomp_data *call,
     int err = errno;
     if (old >= 0) umask((mode_t)old);
     if (r < 0) return fail(resp, err);
+    if (old >= 0) note_made_dir(paths[0]);
     resp->val = r;
     return ANSWERED;
   }
@@ -1162,7 +1296,7 @@ static void serve(int listener, int recording) {
 
 /* ---- the filter: notify the syscalls of SPECS, and anything of another architecture ---- */
 static int install_filter(int *killable) {
-  struct sock_filter f[10 + NSPECS + 2];
+  struct sock_filter f[14 + NSPECS + 2];
   size_t n = 0;
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
   f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 1, 0);
@@ -1170,10 +1304,15 @@ static int install_filter(int *killable) {
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
   /* clone: only a process that shares memory and runs beside its parent (the flags are
    * argument 0 on both architectures; their low word holds these bits) */
-  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 4);
+  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, 0, 3);
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
   f[n++] = (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, CLONE_VM | CLONE_THREAD | CLONE_VFORK);
-  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, CLONE_VM, NSPECS + 3, NSPECS + 2);
+  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, CLONE_VM, NSPECS + 7, NSPECS + 6);
+  /* socket and socketpair: only for a unix socket (the domain, argument 0) */
+  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 1, 0);
+  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socketpair, 0, 2);
+  f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+  f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, NSPECS + 3, NSPECS + 2);
   f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
   /* also x32 syscalls on x86_64, which share the arch value (nr | 0x40000000) */
   f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, FIRST_UNKNOWN_NR, NSPECS + 1, 0);
@@ -1234,7 +1373,7 @@ static const int PASSED_ON[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE};
  * (test/unit/trace/syscall-table.test.ts checks it against the kernel's table). Every number
  * from the last line's on, and every call of another architecture, gives the record up. */
 static int print_decisions(void) {
-  static const char *const KIND[] = {"path", "openat2", "renameat2", "list", "cwd", "sockaddr", "msghdr", "clone-vm", "give-up"};
+  static const char *const KIND[] = {"path", "openat2", "renameat2", "list", "cwd", "sockaddr", "msghdr", "clone-vm", "give-up", "unix-socket"};
   static const char *const HOW[] = {"kernel", "recorder", "recorder", "recorder", "recorder"};
   for (size_t i = 0; i < NSPECS; i++) {
     const struct spec *s = &SPECS[i];
@@ -1264,6 +1403,7 @@ int main(int argc, char **argv) {
   max_paths = atol(argv[3]);
   fputs(FORMAT "\n", out);
 
+  if (inherits_unix_socket()) unix_made = MADE;
   /* Orphaned descendants come to us, so that we know whether any outlive the command. */
   int sp[2];
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp)) {

