@@ -146,7 +146,8 @@ for (const mode of MODES) {
           assert.deepEqual(await generate(tgz, counter), first);
           const now = await counts();
           crossed = now.memoMiss > before.memoMiss;
-          assert.equal(now.hit - before.hit, 1, 'every repeat is a cache hit');
+          // The proxy's log says why when a repeat missed (seen once in CI, never reproduced).
+          assert.equal(now.hit - before.hit, 1, `every repeat is a cache hit: ${JSON.stringify({ before, now })}\n${server.stderr().split('\n').slice(-20).join('\n')}`);
           before = now;
         }
         assert.ok(crossed, 'no repeat reached the other ingest process');

@@ -10,7 +10,7 @@ import { BUILT_TRACER, ReadRecorder, type RecordedReads } from '../../../cmp/tra
 import { TraceRecords } from '../../../cmp/trace/trace-records.js';
 
 const BUF = path.resolve('node_modules/@bufbuild/buf-linux-x64/bin/buf');
-/** Run again by test/security/degraded-recorder.test.ts with the degraded tracer (no kcmp, not killable). */
+/** Run again by test/security/degraded-recorder.alone.test.ts with the degraded tracer (no kcmp, not killable). */
 const DEGRADED = process.env.CMP_OFFLOAD_TRACER !== undefined;
 const ENV = Object.entries(process.env).map(([k, v]) => `${k}=${v}`);
 

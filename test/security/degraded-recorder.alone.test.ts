@@ -3,6 +3,7 @@
  * tests and the read techniques (standalone; a chosen subset in `npm test`, all of them with
  * CMP_SECURITY_FULL=1) run again with a tracer that cannot use `kcmp` and whose filter cannot
  * be WAIT_KILLABLE_RECV (test/helpers/degraded-tracer.ts), each in a child `node --test`.
+ * `.alone`: those children start proxies of their own, so npm test runs this file by itself.
  */
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
