@@ -16,10 +16,10 @@ import { endRequestSpan, traceRequest } from '../cmp/observe/request-spans.js';
 import { nowMs, parseTraceContext, tracingEnabled } from '../cmp/observe/tracing.js';
 import { BlobCorruptError, BlobMissingError, fetchBlob } from '../cmp/queue/blob-store.js';
 import {
-  answerBinding, encodeFailure, InvalidJobError, REJECTED, requestDigest, requestOf, verifyJob, type JobFailure, type JobRequest, type JobReturn, type VerifiedJob,
+  answerBinding, encodeFailure, INLINE_RESULT_BYTES, InvalidJobError, REJECTED, requestDigest, requestOf, sealResult, verifyJob, type JobFailure, type JobRequest, type JobReturn, type VerifiedJob,
 } from '../cmp/queue/job-contract.js';
 import { appNameOf, type KeySpace } from '../cmp/queue/keys.js';
-import { EncodedResult, readResult, writeResult } from '../cmp/queue/result-store.js';
+import { EncodedResult, encodeResult, readResult } from '../cmp/queue/result-store.js';
 import { countWaiters } from '../cmp/queue/waiters.js';
 import { relayedGitCreds } from './git-creds-source.js';
 import { InfraError, RunnerBusy, RunnerUnreachable, type Execute } from './execute.js';
@@ -92,9 +92,9 @@ export function createProcessor(deps: ProcessorDeps) {
     metrics.concurrencyInUse.inc();
     let outcome = 'failed';
     try {
-      const ret = await withTrace(trace, () => steps.process(job, token, signal));
-      outcome = ret.cached ? 'cached' : 'completed';
-      return { key: ret.key };
+      const { cached, ...ret } = await withTrace(trace, () => steps.process(job, token, signal));
+      outcome = cached ? 'cached' : 'completed';
+      return ret;
     } catch (err) {
       outcome = outcomeOfError(err, trace);
       throw err;
@@ -203,14 +203,15 @@ class JobSteps {
     if (data.specDigest !== this.deps.specDigest) return this.otherSpec(job, token, data, binding);
 
     const abort = new JobAbort(signal);
-    await this.skipUnwaited(jobId, binding, data, abort, trace);
     const place = this.placeOf(data);
     // A caller that missed the cache just before an identical job finished enqueues anew: answer
     // it from the cache. Not for a proxy of an earlier version (no resultForm): the entry may be
-    // in the form it cannot read, and the run rewrites it in its own.
-    if (data.cacheKey !== null && data.resultForm === 'manifests' && 'found' in (await readResult(this.deps.redis, this.deps.signingKey, place.key, place.binding))) {
-      return { key: place.key, cached: true };
-    }
+    // in the form it cannot read, and the run rewrites it in its own. Read in the same round trip
+    // as the waiter count.
+    const entry = data.cacheKey !== null && data.resultForm === 'manifests' ? readResult(this.deps.redis, this.deps.signingKey, place.key, place.binding) : undefined;
+    entry?.catch(() => {}); // read below only when the job is waited for
+    await this.skipUnwaited(jobId, binding, data, abort, trace);
+    if (entry && 'found' in (await entry)) return { key: place.key, cached: true };
 
     // A small tarball came inside the job (verified against its checksum): nothing to fetch.
     const tgzPath = data.tarball ? undefined : path.join(this.deps.engine.options.workRoot, `${randomUUID()}.tgz`);
@@ -219,8 +220,7 @@ class JobSteps {
       // Traced cache: record what the run reads; the proxy turns it into a traced entry.
       const sink: ReadSink | undefined = this.deps.engine.options.cache.traced && data.kind === 'generate' && data.cacheKey !== null ? {} : undefined;
       const result = await this.run(job, token, data, binding, tgzPath ?? data.tarball!, abort, sink);
-      await this.store(data, place, result, sink);
-      return { key: place.key };
+      return await this.store(jobId, data, place, result, sink);
     } finally {
       abort.dispose();
       if (tgzPath) await fs.rm(tgzPath, { force: true });
@@ -284,15 +284,22 @@ class JobSteps {
     }
   }
 
-  /** The run's read record (traced cache) and its result. */
-  private async store(data: VerifiedJob, place: ResultPlace, result: PluginResult | EncodedResult, sink: ReadSink | undefined): Promise<void> {
+  /**
+   * The run's read record (traced cache) and its result: stored under its key, and for a job
+   * that asked for it returned too when small (JobRequest.resultInline). An uncached result
+   * returned so is not stored: only its own proxy reads it.
+   */
+  private async store(jobId: string, data: VerifiedJob, place: ResultPlace, result: PluginResult | EncodedResult, sink: ReadSink | undefined): Promise<JobReturn> {
     const { redis, keys, signingKey } = this.deps;
     if (sink) {
       const readsKey = keys.tracedReads(data.plugin, appNameOf(data.env), data.cacheKey!);
       await writeReads(redis, signingKey, readsKey, sink.reads ?? { complete: false, reason: 'not recorded' }, this.resultTtlMs);
     }
-    await writeResult(redis, signingKey, place.key, place.binding, result, data.cacheKey !== null ? this.ttlMs : this.resultTtlMs, data.resultForm ?? 'json');
+    const stored = await encodeResult(signingKey, place.key, place.binding, result, data.resultForm ?? 'json');
+    const inline = data.resultInline === true && stored.length <= INLINE_RESULT_BYTES;
+    if (data.cacheKey !== null || !inline) await redis.set(place.key, stored, 'PX', data.cacheKey !== null ? this.ttlMs : this.resultTtlMs);
     if (data.cacheKey !== null) metrics.cacheStoredBytes.inc(result instanceof EncodedResult ? 0 : resultBytes(result));
+    return inline ? { key: place.key, sealed: sealResult(signingKey, jobId, stored) } : { key: place.key };
   }
 
   /**

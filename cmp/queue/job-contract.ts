@@ -67,10 +67,24 @@ export interface JobRequest {
    * both forms are signed and bound to the request, so a changed hint changes only the form.
    */
   resultForm?: 'manifests';
+  /**
+   * The proxy takes a small result inside the job's return value (JobReturn.sealed): no result
+   * key for an uncached job, no read of the result for any. Not signed, like `resultForm`: the
+   * result is signed and bound to the request either way, so a changed hint changes only where
+   * the proxy reads it. A worker that predates it stores every result under its key, as before.
+   */
+  resultInline?: true;
 }
 
 /** The largest tarball a proxy sends inside its job (JobRequest.tgz) rather than as a blob. */
 export const INLINE_TARBALL_BYTES = 16 * 1024;
+
+/**
+ * The largest stored result (signed, gzip) a worker returns inside the job's return value
+ * (JobReturn.sealed). BullMQ copies return values into the job record and the events stream,
+ * which every proxy reads and which keep up to 1,000 and about 2,000 entries: hence the small bound.
+ */
+export const INLINE_RESULT_BYTES = 8 * 1024;
 
 /** A verified job: the request it describes, and its tarball when the job carries it. */
 export type VerifiedJob = JobRequest & { tarball?: Buffer };
@@ -87,11 +101,14 @@ export interface JobData extends Omit<JobRequest, 'env'> {
 }
 
 /**
- * What a worker returns: only the Redis key it stored the result under (BullMQ copies return
- * values into its events stream, so they must stay tiny).
+ * What a worker returns: the Redis key of the result and, for a job that asked for it
+ * (JobRequest.resultInline), a small result itself (BullMQ copies return values into its events
+ * stream, so they stay small). An uncached result returned so is not stored under its key.
  */
 export interface JobReturn {
   key: string;
+  /** The stored form of the result (what `key` holds or would hold), sealed for the job: `sealResult`. */
+  sealed?: string;
 }
 
 const JOB_DOMAIN = 'cmp-offload/job/v2';
@@ -99,6 +116,7 @@ const FAILURE_DOMAIN = 'cmp-offload/failure/v2';
 const FAILURE_PREFIX = 'cmp-offload/failure/v2:';
 const REQUEST_DOMAIN = 'cmp-offload/request/v1';
 const ENV_KEY_INFO = 'cmp-offload/env-seal/v1';
+const RESULT_KEY_INFO = 'cmp-offload/result-seal/v1';
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 
@@ -109,33 +127,50 @@ export function newResultId(): string {
   return randomBytes(32).toString('hex');
 }
 
-/** The AEAD key of request env values, derived from the signing key (never the key itself). */
-const envKeys = new WeakMap<Buffer, Buffer>();
-function envKey(signingKey: Buffer): Buffer {
-  let k = envKeys.get(signingKey);
-  if (!k) envKeys.set(signingKey, (k = Buffer.from(hkdfSync('sha256', signingKey, Buffer.alloc(0), ENV_KEY_INFO, 32))));
+/** AEAD keys derived from the signing key (never the key itself), one per use. */
+const sealKeys = new Map<string, WeakMap<Buffer, Buffer>>();
+function sealKey(signingKey: Buffer, info: string): Buffer {
+  let byKey = sealKeys.get(info);
+  if (!byKey) sealKeys.set(info, (byKey = new WeakMap()));
+  let k = byKey.get(signingKey);
+  if (!k) byKey.set(signingKey, (k = Buffer.from(hkdfSync('sha256', signingKey, Buffer.alloc(0), info, 32))));
   return k;
+}
+
+/** base64 of nonce ‖ AES-256-GCM(bytes) ‖ tag, with `aad` as associated data. */
+function seal(key: Buffer, aad: string, bytes: Buffer): string {
+  const nonce = randomBytes(NONCE_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', key, nonce);
+  cipher.setAAD(Buffer.from(aad, 'utf8'));
+  const body = Buffer.concat([cipher.update(bytes), cipher.final()]);
+  return Buffer.concat([nonce, body, cipher.getAuthTag()]).toString('base64');
+}
+
+/** The bytes `seal` sealed; undefined when they do not authenticate. */
+function open(key: Buffer, aad: string, sealed: string): Buffer | undefined {
+  const raw = Buffer.from(sealed, 'base64');
+  if (raw.length < NONCE_BYTES + TAG_BYTES) return undefined;
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key, raw.subarray(0, NONCE_BYTES));
+    decipher.setAAD(Buffer.from(aad, 'utf8'));
+    decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
+    return Buffer.concat([decipher.update(raw.subarray(NONCE_BYTES, raw.length - TAG_BYTES)), decipher.final()]);
+  } catch {
+    return undefined; // does not authenticate
+  }
 }
 
 /** Seal env entries for one job: the result id is the associated data, so a sealed env opens only in its job. */
 export function sealEnv(signingKey: Buffer, resultId: string, env: readonly EnvEntry[]): string {
-  const nonce = randomBytes(NONCE_BYTES);
-  const cipher = createCipheriv('aes-256-gcm', envKey(signingKey), nonce);
-  cipher.setAAD(Buffer.from(resultId, 'utf8'));
-  const body = Buffer.concat([cipher.update(JSON.stringify(env.map(e => [e.name, e.value])), 'utf8'), cipher.final()]);
-  return Buffer.concat([nonce, body, cipher.getAuthTag()]).toString('base64');
+  return seal(sealKey(signingKey, ENV_KEY_INFO), resultId, Buffer.from(JSON.stringify(env.map(e => [e.name, e.value])), 'utf8'));
 }
 
 /** Open what `sealEnv` sealed; throws InvalidJobError when it does not authenticate. */
 export function openEnv(signingKey: Buffer, resultId: string, sealed: string): EnvEntry[] {
-  const raw = Buffer.from(sealed, 'base64');
-  if (raw.length < NONCE_BYTES + TAG_BYTES) throw new InvalidJobError('job env is not sealed');
+  const opened = open(sealKey(signingKey, ENV_KEY_INFO), resultId, sealed);
+  if (!opened) throw new InvalidJobError('job env does not open');
   try {
-    const decipher = createDecipheriv('aes-256-gcm', envKey(signingKey), raw.subarray(0, NONCE_BYTES));
-    decipher.setAAD(Buffer.from(resultId, 'utf8'));
-    decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
-    const text = Buffer.concat([decipher.update(raw.subarray(NONCE_BYTES, raw.length - TAG_BYTES)), decipher.final()]).toString('utf8');
-    const pairs = JSON.parse(text) as unknown;
+    const pairs = JSON.parse(opened.toString('utf8')) as unknown;
     if (!Array.isArray(pairs) || !pairs.every(p => Array.isArray(p) && p.length === 2 && typeof p[0] === 'string' && typeof p[1] === 'string')) {
       throw new Error('not a list of pairs');
     }
@@ -143,6 +178,22 @@ export function openEnv(signingKey: Buffer, resultId: string, sealed: string): E
   } catch {
     throw new InvalidJobError('job env does not open');
   }
+}
+
+/**
+ * Seal a stored result (result-store.ts) for the return value of job `jobId` (JobReturn.sealed):
+ * return values rest in the job record and the events stream, which the queue dashboard shows,
+ * and manifests may hold secrets (a vault plugin's output). The job id is the associated data.
+ */
+export function sealResult(signingKey: Buffer, jobId: string, stored: Buffer): string {
+  return seal(sealKey(signingKey, RESULT_KEY_INFO), jobId, stored);
+}
+
+/** The stored result `sealResult` sealed for `jobId`; undefined when it is too long or does not authenticate. */
+export function openResult(signingKey: Buffer, jobId: string, sealed: string): Buffer | undefined {
+  // Checked before decoding: the value comes from Redis.
+  if (sealed.length > 4 * Math.ceil((NONCE_BYTES + INLINE_RESULT_BYTES + TAG_BYTES) / 3)) return undefined;
+  return open(sealKey(signingKey, RESULT_KEY_INFO), jobId, sealed);
 }
 
 function jobParts(d: Omit<JobData, 'sig'>): string[] {
@@ -229,6 +280,7 @@ export function verifyJob(key: Buffer, raw: unknown, jobId: string, now = Date.n
     ...(traceparent !== undefined ? { traceparent } : {}),
     ...(tracestate !== undefined ? { tracestate } : {}),
     ...(d.resultForm === 'manifests' ? { resultForm: 'manifests' as const } : {}),
+    ...(d.resultInline === true ? { resultInline: true as const } : {}),
     ...(d.gitCreds === true ? { gitCreds: true as const } : {}),
     sig,
   };

@@ -2,10 +2,10 @@ import { status as Status } from '@grpc/grpc-js';
 import type { RedisOptions } from '../../cmp/config/options.js';
 import { CmpError, ourError } from '../../cmp/errors.js';
 import type { PluginResult } from '../../cmp/plugin/request.js';
-import { decodeFailure, REJECTED } from '../../cmp/queue/job-contract.js';
+import { decodeFailure, openResult, REJECTED } from '../../cmp/queue/job-contract.js';
 import { escapeKeyPart, type KeySpace } from '../../cmp/queue/keys.js';
 import { redisUnavailable, type RedisClient } from '../../cmp/queue/redis-connection.js';
-import { readResult } from '../../cmp/queue/result-store.js';
+import { decodeResult, readResult, type ReadOutcome } from '../../cmp/queue/result-store.js';
 import type { JobEnd } from './job-waiter.js';
 
 /**
@@ -76,11 +76,12 @@ export async function settle(d: SettlementDeps, answer: Answer, end: JobEnd, sub
 
 /**
  * Read the answer where we expect it, signed for our request: the cache entry of our cache
- * key, or the result key of the id we chose, signed with our request's digest.
+ * key, or the result key of the id we chose, signed with our request's digest. A small result
+ * comes inside the return value, sealed for the job, signed as it is (or would be) under that key.
  */
 async function fetchResult(d: SettlementDeps, answer: Answer, returnvalue: unknown): Promise<PluginResult | 'missing'> {
   const { jobId } = answer;
-  const stored = storedKeyOf(returnvalue);
+  const { key: stored, sealed } = jobReturnOf(returnvalue);
   const expected =
     'resultId' in answer
       ? stored === d.keys.result(d.pluginName, answer.resultId)
@@ -88,27 +89,34 @@ async function fetchResult(d: SettlementDeps, answer: Answer, returnvalue: unkno
   if (!expected || stored === undefined) {
     throw ourError('badResultLocation', jobId);
   }
-  let r;
-  try {
-    r = await readResult(d.redis, d.signingKey, stored, 'resultId' in answer ? answer.digest : answer.key);
-  } catch (err) {
-    throw redisUnavailable(d.ro, err);
+  const binding = 'resultId' in answer ? answer.digest : answer.key;
+  let r: ReadOutcome;
+  if (sealed !== undefined) {
+    const bytes = openResult(d.signingKey, jobId, sealed);
+    const found = bytes && (await decodeResult(d.signingKey, stored, binding, bytes));
+    r = found ? { found } : { invalid: true };
+  } else {
+    try {
+      r = await readResult(d.redis, d.signingKey, stored, binding);
+    } catch (err) {
+      throw redisUnavailable(d.ro, err);
+    }
   }
   if ('found' in r) return r.found;
   if ('missing' in r) return 'missing';
   throw new CmpError(`cmp-offload: the result of job ${jobId} does not verify (do proxy and workers share CMP_OFFLOAD_SIGNING_KEY?)`, Status.INTERNAL);
 }
 
-/** The key a worker says it stored the result under (BullMQ may hand the return value over as JSON text). */
-function storedKeyOf(returnvalue: unknown): string | undefined {
+/** The key a worker says it stored the result under, and the result when it came along (BullMQ may hand the return value over as JSON text). */
+function jobReturnOf(returnvalue: unknown): { key?: string; sealed?: string } {
   let v = returnvalue;
   if (typeof v === 'string') {
     try {
       v = JSON.parse(v);
     } catch {
-      return undefined; // not JSON: no key, as for any other malformed value
+      return {}; // not JSON: no key, as for any other malformed value
     }
   }
-  const key = (v as { key?: unknown } | null)?.key;
-  return typeof key === 'string' ? key : undefined;
+  const { key, sealed } = (v ?? {}) as { key?: unknown; sealed?: unknown };
+  return { ...(typeof key === 'string' ? { key } : {}), ...(typeof sealed === 'string' ? { sealed } : {}) };
 }

@@ -94,10 +94,6 @@ export class JobSubmission {
     const step = <T>(p: Promise<T>) => guard(ro, kind, ctx, p);
     const tgz = await this.uploadStage(repo, submission, ctx, step);
     const queue = await step(this.d.queue());
-    const depth = await step(queue.count());
-    if (depth >= ro.maxQueueDepth) {
-      throw ourError('queueFull', pluginName, depth, ro.maxQueueDepth);
-    }
     // The result id is also the job id: a worker refuses signed data found under another job.
     const resultId = newResultId();
     // provideGitCreds: the job's lookups are answered here, with this caller's nonce and files,
@@ -107,16 +103,21 @@ export class JobSubmission {
     const waitId = creds ? resultId : (key ?? resultId);
     const waitersKey = this.d.keys.waiters(pluginName, waitId);
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
-    // Counted before the add: a worker never starts a job nobody is known to wait for. This
-    // submission's id is the waiter's: a join or leave that reaches Redis twice counts once.
-    const waiters = await step(joinWaiters(this.d.redis, waitersKey, resultId, waitMs));
-    if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
+    let joined = false;
     let left: Promise<number> | undefined;
     // Once: a later call gets the first one's count. Redis away: taken as nobody else waiting,
     // so this caller stops the job; the key expires.
     const leave = (): Promise<number> => (left ??= leaveWaiters(this.d.redis, waitersKey, resultId).catch(() => 0));
     let unregister: (() => void) | undefined;
+    let ended = false;
     try {
+      // Counted before the add: a worker never starts a job nobody is known to wait for. This
+      // submission's id is the waiter's: a join or leave that reaches Redis twice counts once.
+      // The queue's depth goes out with the join, in the same round trip; a full queue leaves.
+      const joining = joinWaiters(this.d.redis, waitersKey, resultId, waitMs).then(n => ((joined = true), n));
+      const [depth, waiters] = await Promise.all([step(queue.count()), step(joining)]);
+      if (depth >= ro.maxQueueDepth) throw ourError('queueFull', pluginName, depth, ro.maxQueueDepth);
+      if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
       const job = this.signedJob(req, repo, key, ctx, { resultId, waitId, gitCreds: creds !== undefined, tgz });
       if (creds) unregister = this.d.gitCreds!.register(resultId, creds, job.expiresAt);
       // With deduplication (cached requests) `add` may return the identical job of another caller.
@@ -129,12 +130,13 @@ export class JobSubmission {
         waiting.stop();
         return await this.abandon(queue, answer, kind, ctx, leave);
       }
-      // The job has ended: this caller stops waiting now, in the same round trip as the result's read.
+      // The job has ended: this caller stops waiting now; nothing waits for the reply.
+      ended = true;
       void leave();
       return await settle(this.d, answer, end, submission);
     } finally {
       unregister?.();
-      await leave();
+      if (joined && !ended) await leave();
     }
   }
 
@@ -180,6 +182,7 @@ export class JobSubmission {
       ...(gitCreds ? { gitCreds: true as const } : {}),
       ...(tgz ? { tgz: tgz.toString('base64') } : {}),
       resultForm: 'manifests',
+      resultInline: true,
     });
     return { request, data, expiresAt };
   }

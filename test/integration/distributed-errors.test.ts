@@ -13,7 +13,8 @@ import assert from 'node:assert/strict';
 import { Queue, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { KeySpace } from '../../cmp/queue/keys.js';
-import { INLINE_TARBALL_BYTES, type JobData } from '../../cmp/queue/job-contract.js';
+import { INLINE_RESULT_BYTES, INLINE_TARBALL_BYTES, openEnv, openResult, requestDigest, type JobData } from '../../cmp/queue/job-contract.js';
+import { decodeResult } from '../../cmp/queue/result-store.js';
 import type { Distributed } from '../helpers/distributed.js';
 import { chunksOf, repoMetadata, type CmpTestClient } from '../helpers/grpc-client.js';
 import { assertOurError } from '../helpers/our-errors.js';
@@ -51,8 +52,8 @@ describe('our errors in distributed mode, as the caller sees them', () => {
    * A call with its own tarball (a blob spoiled by one test must not reach the next), too large
    * to go inside the job (INLINE_TARBALL_BYTES): these errors are a blob's.
    */
-  const generate = async (tag: string) =>
-    client.generate(generateCall(await tarballOf({ 'f.txt': tag, 'pad.txt': randomBytes(2 * INLINE_TARBALL_BYTES).toString('base64') }), { TAG: tag }, { timeoutMs: 30_000 }));
+  const generate = async (tag: string, env: Record<string, string> = {}) =>
+    client.generate(generateCall(await tarballOf({ 'f.txt': tag, 'pad.txt': randomBytes(2 * INLINE_TARBALL_BYTES).toString('base64') }), { TAG: tag, ...env }, { timeoutMs: 30_000 }));
 
   /** The one job waiting in the queue (the call's). */
   const waitingJob = async (): Promise<Job> => {
@@ -68,6 +69,27 @@ describe('our errors in distributed mode, as the caller sees them', () => {
     } finally {
       d.workers.splice(d.workers.indexOf(w), 1);
       await w.stop();
+    }
+  };
+
+  /**
+   * Let `job` complete while its proxy is stopped and has lost its events (its blocked read of the
+   * queue's event stream dropped, the stream deleted), so that it learns of the end from the job
+   * record, which `edit` changes first.
+   */
+  const completedUnseen = async (job: Job, edit: (jobKey: string) => Promise<void>): Promise<void> => {
+    d.proxy.proc.kill('SIGSTOP');
+    try {
+      const readers = (await redis.client('LIST') as string).split('\n').filter(l => / cmd=xread( |$)/.test(l));
+      assert.equal(readers.length, 1, 'the proxy reads the queue events on one connection');
+      await redis.client('KILL', 'ID', /(?:^| )id=(\d+)/.exec(readers[0]!)![1]!);
+      await withWorker(async () => {
+        await until(async () => (await queue.getJob(job.id!))?.finishedOn, 15_000, 'the job to complete');
+      });
+      await edit(`${PREFIX}:${QUEUE}:${job.id}`);
+      await redis.del(`${PREFIX}:${QUEUE}:events`);
+    } finally {
+      d.proxy.proc.kill('SIGCONT');
     }
   };
 
@@ -147,7 +169,8 @@ describe('our errors in distributed mode, as the caller sees them', () => {
   });
 
   test('resultMissing: the result is gone from Redis when the proxy reads it', async () => {
-    const call = generate('missing');
+    // Too large to come back inside the job's return value: stored under its result key.
+    const call = generate('missing', { BIG: 'pad.txt' });
     const job = await waitingJob();
     // The proxy sleeps through the run (as a proxy starved of CPU would); meanwhile the result expires.
     d.proxy.proc.kill('SIGSTOP');
@@ -171,25 +194,66 @@ describe('our errors in distributed mode, as the caller sees them', () => {
   test('badResultLocation: a completed job whose returnvalue was rewritten in Redis', async () => {
     const call = generate('relocated');
     const job = await waitingJob();
-    d.proxy.proc.kill('SIGSTOP');
-    try {
-      // Drop the proxy's blocked read of the queue's event stream, so that it learns of the end of
-      // the job from the job record (its poll) rather than from the completed event.
-      const readers = (await redis.client('LIST') as string).split('\n').filter(l => / cmd=xread( |$)/.test(l));
-      assert.equal(readers.length, 1, 'the proxy reads the queue events on one connection');
-      await redis.client('KILL', 'ID', /(?:^| )id=(\d+)/.exec(readers[0]!)![1]!);
-      await withWorker(async () => {
-        await until(async () => (await queue.getJob(job.id!))?.finishedOn, 15_000, 'the job to complete');
-      });
-      const jobKey = `${PREFIX}:${QUEUE}:${job.id}`;
+    await completedUnseen(job, async jobKey => {
       assert.match((await redis.hget(jobKey, 'returnvalue'))!, /"key"/);
       await redis.hset(jobKey, 'returnvalue', JSON.stringify({ key: `${PREFIX}:res:${QUEUE}:somebody-elses` }));
-      await redis.del(`${PREFIX}:${QUEUE}:events`);
-    } finally {
-      d.proxy.proc.kill('SIGCONT');
-    }
+    });
     const outcome = await call;
     assertOurError('badResultLocation', outcome, [job.id!]);
+  });
+
+  test('a small result comes back inside the job, sealed for it: no result key, nothing of it readable in the job record', async () => {
+    const call = generate('inline');
+    const job = await waitingJob();
+    const outcome = await withWorker(() => call);
+    assert.ok('value' in outcome, JSON.stringify(outcome));
+    assert.deepEqual(outcome.value.manifests.map(m => JSON.parse(m).metadata.name), ['inline']);
+    const done = (await queue.getJob(job.id!))!;
+    const { key, sealed } = done.returnvalue as { key: string; sealed?: string };
+    assert.equal(key, keys.result(QUEUE, (job.data as JobData).resultId));
+    assert.equal(await redis.exists(key), 0, 'an uncached result that came inside the job is not stored');
+    assert.equal(typeof sealed, 'string');
+    // Sealed for this job: it opens with this job id only, into the result signed as it would be under its key.
+    const signingKey = Buffer.from(d.env.CMP_OFFLOAD_SIGNING_KEY!, 'utf8');
+    assert.equal(openResult(signingKey, 'f'.repeat(64), sealed!), undefined);
+    const stored = openResult(signingKey, job.id!, sealed!)!;
+    assert.ok(stored.length <= INLINE_RESULT_BYTES);
+    const data = job.data as JobData;
+    const digest = requestDigest({ ...data, env: openEnv(signingKey, data.resultId, data.envSealed) });
+    const result = await decodeResult(signingKey, key, digest, stored);
+    assert.ok(result?.kind === 'generate');
+    assert.equal(JSON.parse(result.manifests[0]!).metadata.name, 'inline');
+    assert.doesNotMatch(await redis.hget(`${PREFIX}:${QUEUE}:${job.id}`, 'returnvalue') ?? '', /ConfigMap|inline/);
+  });
+
+  test('a job without the inline hint (a proxy of an earlier version) gets its result under its key, which this proxy reads too', async () => {
+    const call = generate('keyed');
+    const job = await waitingJob();
+    const jobKey = `${PREFIX}:${QUEUE}:${job.id}`;
+    const { resultInline, ...data } = JSON.parse((await redis.hget(jobKey, 'data'))!) as JobData;
+    assert.equal(resultInline, true, 'this proxy asks for it');
+    await redis.hset(jobKey, 'data', JSON.stringify(data));
+    const outcome = await withWorker(() => call);
+    assert.ok('value' in outcome, JSON.stringify(outcome));
+    assert.deepEqual(outcome.value.manifests.map(m => JSON.parse(m).metadata.name), ['keyed']);
+    const returned = (await queue.getJob(job.id!))!.returnvalue as { key: string; sealed?: string };
+    assert.deepEqual(returned, { key: keys.result(QUEUE, data.resultId) });
+    assert.equal(await redis.exists(returned.key), 1);
+  });
+
+  test('a result inside the job that was tampered with in Redis is refused, as a stored one is', async () => {
+    const call = generate('tampered');
+    const job = await waitingJob();
+    await completedUnseen(job, async jobKey => {
+      const returned = JSON.parse((await redis.hget(jobKey, 'returnvalue'))!) as { key: string; sealed: string };
+      const bytes = Buffer.from(returned.sealed, 'base64');
+      bytes[bytes.length - 20]! ^= 1;
+      await redis.hset(jobKey, 'returnvalue', JSON.stringify({ ...returned, sealed: bytes.toString('base64') }));
+    });
+    const outcome = await call;
+    assert.ok('code' in outcome, JSON.stringify(outcome));
+    assert.equal(outcome.code, 13);
+    assert.equal(outcome.details, `cmp-offload: the result of job ${job.id} does not verify (do proxy and workers share CMP_OFFLOAD_SIGNING_KEY?)`);
   });
 
   test("wrongQueue: a job of this plugin placed in another plugin's queue is refused by that plugin's worker", async () => {

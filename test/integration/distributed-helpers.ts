@@ -16,7 +16,9 @@ import type { WorkerProcess } from '../helpers/worker-process.js';
  * A plugin that leaves markers: `starts` gets "<worker work dir> <tag>" when a run begins,
  * `pids` gets "<pid> <tag>" (the command's pid, the leader of its process group), `ends` gets
  * "<tag>" when it finishes. SLEEP (request env) makes it slow; WAIT=<name> makes it wait until
- * the file `<markers>/<name>` exists (a run held until the test lets it go); FAIL makes it fail.
+ * the file `<markers>/<name>` exists (a run held until the test lets it go); FAIL makes it fail;
+ * BIG=<file> adds a ConfigMap `big` holding that file of the repo (a result too large to come
+ * back inside the job's return value: it is stored under its key).
  */
 export function markerPlugin(name: string): string {
   return pluginYaml(name, `generate:
@@ -29,7 +31,8 @@ export function markerPlugin(name: string): string {
       sleep "\${ARGOCD_ENV_SLEEP:-0}"
       if [ -n "$ARGOCD_ENV_FAIL" ]; then echo "it broke: $ARGOCD_ENV_FAIL" >&2; exit 3; fi
       echo "$ARGOCD_ENV_TAG" >> "$MARKERS/ends"
-      printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\ndata:\\n  on: 1.50\\n' "$ARGOCD_ENV_TAG"`);
+      printf 'kind: ConfigMap\\nmetadata:\\n  name: %s\\ndata:\\n  on: 1.50\\n' "$ARGOCD_ENV_TAG"
+      if [ -n "$ARGOCD_ENV_BIG" ]; then printf -- '---\\nkind: ConfigMap\\nmetadata:\\n  name: big\\ndata:\\n  pad: %s\\n' "$(cat "$ARGOCD_ENV_BIG")"; fi`);
 }
 
 /** Lines of a marker file (none when it does not exist). */

@@ -302,7 +302,8 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
   });
 
   test('(g) the result gone from Redis before the proxy read it: submitted anew, the plugin runs again', async () => {
-    const { call } = await generate('result-gone');
+    // Too large to come back inside the job's return value: stored under its result key.
+    const { call } = await generate('result-gone', { BIG: 'pad.txt' });
     const first = await waitingJob();
     // The proxy sleeps through the run (as a proxy starved of CPU would); meanwhile Redis loses the result.
     d.proxy.proc.kill('SIGSTOP');
@@ -320,7 +321,8 @@ describe('no request lost to Redis faults: the proxy submits anew', () => {
     assert.equal(r.cause, 'result_missing');
     assert.equal(r.reason, 'its result is gone from Redis');
     const outcome = await withWorker(() => call);
-    assertAnswered(outcome, 'result-gone');
+    assert.ok('value' in outcome, JSON.stringify(outcome));
+    assert.deepEqual(outcome.value.manifests.map(m => JSON.parse(m).metadata.name), ['result-gone', 'big']);
     assert.equal(startsOf(markers, 'result-gone').length, 2, 'the lost result was made again');
   });
 

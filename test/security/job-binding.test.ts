@@ -108,6 +108,29 @@ describe('Redis writers without the signing key', () => {
     }
   });
 
+  test("a result that came inside one app's job, replayed as another job's completion, never gives that app the other's manifests", async () => {
+    const worker = await d.addWorker();
+    let sealed: string;
+    try {
+      assert.deepEqual(names(await client.generate(generateCall(tgz, { TAG: 'app-c' }, { appName: 'app-c', timeoutMs: 60_000 }))), ['app-c']);
+      const done = (await queue.getJobs(['completed'])).sort((x, y) => (y.finishedOn ?? 0) - (x.finishedOn ?? 0))[0]!;
+      ({ sealed } = done.returnvalue as { sealed: string });
+      assert.equal(typeof sealed, 'string', 'the small result came inside the job');
+    } finally {
+      await worker.stop();
+    }
+    const d2 = client.generate(generateCall(tgz, { TAG: 'app-d' }, { appName: 'app-d', timeoutMs: 60_000 }));
+    await waiting(1);
+    const [jobD] = await queue.getWaiting();
+    // The attack: a completion event for D's job carrying C's result, at the key D expects.
+    const returnvalue = JSON.stringify({ key: keys.result(QUEUE, jobD!.id!), sealed });
+    await redis.xadd(`${PREFIX}:${QUEUE}:events`, '*', 'event', 'completed', 'jobId', jobD!.id!, 'returnvalue', returnvalue, 'prev', 'active');
+    const outcome = await d2;
+    assert.ok('code' in outcome, `D must not be answered with C's manifests: ${JSON.stringify(outcome)}`);
+    assert.equal(outcome.details, `cmp-offload: the result of job ${jobD!.id} does not verify (do proxy and workers share CMP_OFFLOAD_SIGNING_KEY?)`);
+    await queue.remove(jobD!.id!);
+  });
+
   test('a captured job is refused when re-added under another id, and after its deadline under its own', async () => {
     const worker = await d.addWorker();
     try {

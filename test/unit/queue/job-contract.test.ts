@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status as Status } from '@grpc/grpc-js';
 import { createHash } from 'node:crypto';
-import { decodeFailure, encodeFailure, INLINE_TARBALL_BYTES, newResultId, openEnv, requestDigest, signJob, verifyJob, type JobRequest } from '../../../cmp/queue/job-contract.js';
+import { decodeFailure, encodeFailure, INLINE_RESULT_BYTES, INLINE_TARBALL_BYTES, newResultId, openEnv, openResult, requestDigest, sealResult, signJob, verifyJob, type JobRequest } from '../../../cmp/queue/job-contract.js';
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 const HEX = 'a'.repeat(64);
@@ -186,4 +186,33 @@ test('resultForm is a hint outside the signature: it round-trips, and changing o
   const { resultForm: _f, ...without } = withForm;
   assert.equal(verifyJob(KEY, without, id, NOW).resultForm, undefined, 'a proxy of an earlier version: the JSON form');
   assert.equal(verifyJob(KEY, { ...withForm, resultForm: 'other' }, id, NOW).resultForm, undefined, 'an unknown value is ignored');
+});
+
+test('resultInline is a hint outside the signature: it round-trips, and changing or dropping it keeps the job valid', () => {
+  const id = 'b'.repeat(64);
+  const withHint = job({ resultInline: true });
+  assert.equal(verifyJob(KEY, JSON.parse(JSON.stringify(withHint)), id, NOW).resultInline, true);
+  const { resultInline: _i, ...without } = withHint;
+  assert.equal(verifyJob(KEY, without, id, NOW).resultInline, undefined, 'a proxy of an earlier version: results under their keys');
+  assert.equal(verifyJob(KEY, { ...withHint, resultInline: 'yes' }, id, NOW).resultInline, undefined, 'an unknown value is ignored');
+});
+
+test('a result returned inside a job is sealed for that job: it opens with its id and key only, and not when changed or oversized', () => {
+  const stored = Buffer.from('CMPM1 signed result bytes');
+  const jobId = newResultId();
+  const sealed = sealResult(KEY, jobId, stored);
+  assert.ok(!Buffer.from(sealed, 'base64').includes(stored.subarray(0, 5)), 'not readable');
+  assert.notEqual(sealResult(KEY, jobId, stored), sealed, 'a nonce of its own each time');
+  assert.deepEqual(openResult(KEY, jobId, sealed), stored);
+  assert.equal(openResult(KEY, newResultId(), sealed), undefined, 'another job');
+  assert.equal(openResult(Buffer.from('another key, another key, 012345'), jobId, sealed), undefined, 'another signing key');
+  // Not the env's key either: a sealed env is not a sealed result.
+  assert.equal(openResult(KEY, jobId, job({ resultId: jobId }).envSealed), undefined);
+  const bytes = Buffer.from(sealed, 'base64');
+  bytes[15]! ^= 1;
+  assert.equal(openResult(KEY, jobId, bytes.toString('base64')), undefined, 'changed');
+  assert.equal(openResult(KEY, jobId, 'AAAA'), undefined, 'too short');
+  const largest = sealResult(KEY, jobId, Buffer.alloc(INLINE_RESULT_BYTES));
+  assert.equal(openResult(KEY, jobId, largest)?.length, INLINE_RESULT_BYTES);
+  assert.equal(openResult(KEY, jobId, sealResult(KEY, jobId, Buffer.alloc(INLINE_RESULT_BYTES + 3))), undefined, 'longer than a worker returns');
 });
