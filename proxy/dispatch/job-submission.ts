@@ -103,6 +103,7 @@ export class JobSubmission {
     const waitId = creds ? resultId : (key ?? resultId);
     const waitersKey = this.d.keys.waiters(pluginName, waitId);
     const waitMs = (ctx.deadline === undefined ? NO_DEADLINE_WAIT_MS : Math.max(0, ctx.deadline - Date.now())) + 60_000;
+    let joining: Promise<number> | undefined;
     let joined = false;
     let left: Promise<number> | undefined;
     // Once: a later call gets the first one's count. Redis away: taken as nobody else waiting,
@@ -114,7 +115,7 @@ export class JobSubmission {
       // Counted before the add: a worker never starts a job nobody is known to wait for. This
       // submission's id is the waiter's: a join or leave that reaches Redis twice counts once.
       // The queue's depth goes out with the join, in the same round trip; a full queue leaves.
-      const joining = joinWaiters(this.d.redis, waitersKey, resultId, waitMs).then(n => ((joined = true), n));
+      joining = joinWaiters(this.d.redis, waitersKey, resultId, waitMs).then(n => ((joined = true), n));
       const [depth, waiters] = await Promise.all([step(queue.count()), step(joining)]);
       if (depth >= ro.maxQueueDepth) throw ourError('queueFull', pluginName, depth, ro.maxQueueDepth);
       if (key !== undefined) noteCache(waiters > 1 ? 'coalesced' : 'miss', ctx);
@@ -136,7 +137,10 @@ export class JobSubmission {
       return await settle(this.d, answer, end, submission);
     } finally {
       unregister?.();
-      if (joined && !ended) await leave();
+      // A join still under way (its step gave up on a slow Redis) leaves once it lands, without
+      // holding this caller: a waiter left behind would keep its job from being cancelled.
+      if (!ended && joined) await leave();
+      else if (!ended) void joining?.then(leave, () => 0);
     }
   }
 
